@@ -13,6 +13,15 @@ to verify on one rank must be skipped by both.
 ``python sharded_worker.py RANK WORLD PORT DIR late-failure``: a save whose last sync fails
 on rank 0 after the manifest was written raises on every rank, but its checkpoint, complete,
 is kept and loads.
+
+``python sharded_worker.py RANK WORLD PORT DIR two-runs``: a run saves steps 1 and 2, then a
+new run (a manager that resumed nothing) saves step 10, all sharded, into DIR/ckpt; the test
+tears the new run's checkpoint.
+
+``python sharded_worker.py RANK WORLD PORT DIR retention-failure``: the retention after save 2
+fails on rank 0 (listing the directory): the save raises on both ranks, and step 2 is kept
+(before, it raised on rank 0 alone, while rank 1 waited in the save's last barrier; a rank
+left waiting in a collective fails after 30 s here).
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -30,6 +40,13 @@ from train_helpers import exit_now
 
 from danlu.core.errors import DataError
 from danlu.train.checkpoint import CheckpointManager
+
+
+def saved_steps(root: str) -> list[int]:
+    """The steps of the checkpoint directories in ``root``. Only those: the other rank's
+    CheckpointManager may be creating its write probe there (``.danlu-write-probe-...``),
+    whose name is no step."""
+    return sorted(int(n.split("-")[1]) for n in os.listdir(root) if n.startswith("ckpt-"))
 
 
 def no_space(*args: object) -> None:
@@ -62,7 +79,7 @@ def full_disk(rank: int, directory: str) -> int:
         else:
             assert step in (1, 4), f"step {step} saved on rank {rank}"
         dist.barrier()
-        steps = sorted(int(n.split("-")[1]) for n in os.listdir(root))
+        steps = saved_steps(root)
         assert steps == [s for s in (1, 4) if s <= step], f"rank {rank} after {step}: {steps}"
     step, loaded = mgr.load_latest()  # type: ignore[misc]
     assert step == 4 and torch.equal(loaded["w"], torch.full((4,), 4.0))
@@ -102,11 +119,48 @@ def late_failure(rank: int, directory: str) -> int:
     else:
         raise AssertionError(f"rank {rank}: the save of step 2 did not fail")
     dist.barrier()
-    steps = sorted(int(n.split("-")[1]) for n in os.listdir(root))
+    steps = saved_steps(root)
     assert steps == [1, 2], f"rank {rank}: {steps}"
     step, loaded = CheckpointManager(root, sharded=True).load_latest()  # type: ignore[misc]
     assert step == 2 and torch.equal(loaded["w"], torch.full((4,), 2.0)), (rank, step)
     return 0
+
+
+def two_runs(rank: int, directory: str) -> int:
+    """An older run's sharded steps 1 and 2, then a new run's step 10 (the test tears it)."""
+    root = os.path.join(directory, "ckpt")
+    old = CheckpointManager(root, keep_last=5, sharded=True)
+    for step in (1, 2):
+        old.save(step, {"w": torch.full((4,), float(step)), "step": step})
+    old.close()
+    new = CheckpointManager(root, keep_last=5, sharded=True)
+    new.save(10, {"w": torch.full((4,), 10.0), "step": 10})
+    new.close()
+    assert new.run_id is not None and new.run_id != old.run_id, (rank, new.run_id)
+    return 0
+
+
+def retention_failure(rank: int, directory: str) -> int:
+    """Save 1 succeeds; the retention after save 2's commit fails on rank 0."""
+    root = os.path.join(directory, "ckpt")
+    mgr = CheckpointManager(root, keep_last=1, sharded=True)
+    mgr.save(1, {"w": torch.full((4,), 1.0), "step": 1})
+    if rank == 0:
+        mgr._retain = no_stale_listing  # type: ignore[method-assign]
+    try:
+        mgr.save(2, {"w": torch.full((4,), 2.0), "step": 2})
+    except OSError as exc:
+        assert exc.errno == errno.ESTALE, f"rank {rank}: {exc!r}"
+    else:
+        raise AssertionError(f"rank {rank}: the save of step 2 did not fail")
+    dist.barrier()
+    step, loaded = mgr.load_latest()  # type: ignore[misc]
+    assert step == 2 and torch.equal(loaded["w"], torch.full((4,), 2.0)), (rank, step)
+    return 0
+
+
+def no_stale_listing(*args: object) -> None:
+    raise OSError(errno.ESTALE, "Stale file handle")
 
 
 def main(rank: int, world: int, port: int, directory: str) -> int:
@@ -146,11 +200,23 @@ def main(rank: int, world: int, port: int, directory: str) -> int:
 
 if __name__ == "__main__":
     r, w, p, d = sys.argv[1:5]
-    if sys.argv[5:] in (["full-disk"], ["late-failure"]):
+    modes = {
+        "full-disk": full_disk,
+        "late-failure": late_failure,
+        "two-runs": two_runs,
+        "retention-failure": retention_failure,
+    }
+    if sys.argv[5:6] and sys.argv[5] in modes:
         dist.init_process_group(
-            "gloo", init_method=f"tcp://127.0.0.1:{p}", rank=int(r), world_size=int(w)
+            "gloo",
+            init_method=f"tcp://127.0.0.1:{p}",
+            rank=int(r),
+            world_size=int(w),
+            # retention-failure: a rank left waiting in a collective fails soon (the
+            # others keep the default, lest a slow start on a busy machine time out)
+            timeout=timedelta(seconds=30 if sys.argv[5] == "retention-failure" else 1800),
         )
-        code = (full_disk if sys.argv[5] == "full-disk" else late_failure)(int(r), d)
+        code = modes[sys.argv[5]](int(r), d)
         dist.destroy_process_group()
         exit_now(code)
     exit_now(main(int(r), int(w), int(p), d))

@@ -80,6 +80,9 @@ def test_metrics_go_to_the_checkpoint_directory(
     [
         pytest.param("~/ck", "{home}/ck", id="tilde"),
         pytest.param("file:///data/ck", "/data/ck", id="file-url"),
+        pytest.param("FILE:///data/ck", "/data/ck", id="file-url-upper-case"),
+        pytest.param("File://~/ck", "{home}/ck", id="file-url-mixed-case"),
+        pytest.param("S3://bucket/ck", None, id="s3-upper-case"),
         pytest.param("/data/ck", "/data/ck", id="absolute"),
         pytest.param("ck", "{cwd}/ck", id="relative"),
         pytest.param("s3://bucket/ck", None, id="s3"),

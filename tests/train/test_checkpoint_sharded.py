@@ -73,3 +73,14 @@ def test_a_sharded_save_failing_after_its_manifest_keeps_the_checkpoint(tmp_path
     run_ranks(tmp_path, "late-failure")
     step, state = CheckpointManager(str(tmp_path / "ckpt"), sharded=True).load_latest()  # type: ignore[misc]
     assert step == 2 and state["step"] == 2
+
+
+def test_a_sharded_save_whose_retention_fails_on_rank_0_raises_on_every_rank(
+    tmp_path: Path,
+) -> None:
+    """Before, rank 0's retention (after the commit) raised on rank 0 alone: rank 1 waited
+    in the save's last barrier for a rank that had stopped, until the process group's
+    timeout. The asserts are in the worker."""
+    run_ranks(tmp_path, "retention-failure")
+    step, state = CheckpointManager(str(tmp_path / "ckpt"), sharded=True).load_latest()  # type: ignore[misc]
+    assert step == 2 and state["step"] == 2

@@ -83,3 +83,27 @@ def test_a_torn_checkpoint_written_before_meta_named_its_run_falls_back_as_befor
     (ckpt / "meta.json").write_text(json.dumps(meta))
     _tear(tmp_path, 10, "torn")
     assert CheckpointManager(str(tmp_path)).load_latest()[0] == 200  # type: ignore[index]
+
+
+def test_a_new_run_dying_while_writing_its_tensors_does_not_resume_the_older_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its meta.json was written after tensors.pt: a process that died writing the tensors
+    (the long part of a save) left a directory naming no run, and the restart resumed the
+    older run's step 200. meta.json is written first now."""
+    _older_run(tmp_path)
+    new = CheckpointManager(str(tmp_path), keep_last=5)
+    written = new.storage.write
+
+    def dies_at_the_tensors(path: str, data: bytes) -> None:
+        if path.endswith("tensors.pt"):
+            raise KeyboardInterrupt  # the process ends here: nothing after runs
+        written(path, data)
+
+    monkeypatch.setattr(new.storage, "write", dies_at_the_tensors)
+    monkeypatch.setattr(new.storage, "remove_dir", lambda name: None)  # no cleanup: it died
+    with pytest.raises(KeyboardInterrupt):
+        new.save(10, _w(10))
+    (ckpt,) = tmp_path.glob("ckpt-000000000010-*")
+    assert not (ckpt / "MANIFEST.json").exists()
+    assert CheckpointManager(str(tmp_path)).load_latest() is None  # the restart

@@ -299,8 +299,10 @@ class CheckpointManager:
         dist.broadcast_object_list(names, src=0)  # one directory name (and run) for all ranks
         name, self.run_id = str(names[0]), str(names[1])  # rank 0's run on every rank
         self._runs.add(self.run_id)
+        # its meta.json, written before any shard, names only its run (see _meta_run)
+        meta = json.dumps({"format": FORMAT, "run": self.run_id}).encode()
         try:
-            written = save_sharded(state, self.storage.join(name))
+            written = save_sharded(state, self.storage.join(name), (META, meta))
             failure = None
             if dist.get_rank() == 0:
                 failure = self._commit_shards(name, step, written, metrics)
@@ -309,9 +311,15 @@ class CheckpointManager:
             # Every rank removes the directory (rmtree tolerates the others doing the same).
             self._drop_unfinished(name, step, exc)
             raise
+        failure = None
         if dist.get_rank() == 0:
-            self._retain(name)
-        dist.barrier()
+            try:
+                self._retain(name)
+            except Exception as exc:  # the checkpoint is committed: it stays
+                failure = exc
+        # raised on every rank (a rank 0 failing here left the others in a barrier until
+        # the process group's timeout)
+        agree(failure, f"removing old checkpoints after the checkpoint of step {step}")
 
     def _commit_shards(
         self, name: str, step: int, written: list[str], metrics: dict[str, float]
@@ -392,11 +400,11 @@ class CheckpointManager:
             base_name, base = self._base
         stored, layout = encode_layout(tensors, base)
         name = f"{_PREFIX}{step:012d}-{uuid.uuid4().hex[:8]}"
-        blobs = {
-            TENSORS: codec.tensors_to_bytes(stored),
+        blobs = {  # meta.json first: a save that dies writing the tensors still names its run
             META: json.dumps(
                 {"format": FORMAT, "skeleton": skeleton, "layout": layout, "run": self.run_id}
             ).encode(),
+            TENSORS: codec.tensors_to_bytes(stored),
         }
         try:
             self.storage.makedirs(self.storage.join(name))
@@ -526,9 +534,10 @@ class CheckpointManager:
         return parse_manifest(m, name, where)
 
     def _meta_run(self, name: str) -> str | None:
-        """The run the ``meta.json`` of checkpoint ``name`` names (written before its
-        manifest), unverified; None when it names none (written before it was recorded
-        there) or cannot be read."""
+        """The run the ``meta.json`` of checkpoint ``name`` names (its first file, written
+        before its tensors or shards and its manifest; a sharded checkpoint's holds only
+        that), unverified; None when it names none (written before it was recorded there, a
+        sharded checkpoint without one) or cannot be read."""
         try:
             meta = json.loads(self.storage.read(self.storage.join(name, META)))
         except (OSError, ValueError):

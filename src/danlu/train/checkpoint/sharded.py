@@ -98,12 +98,24 @@ def agree(failure: BaseException | None, what: str, other: type[Exception] = Run
             raise OSError(code, text) if isinstance(code, int) else other(text)
 
 
-def save_sharded(state: dict[str, Any], path: str) -> list[str]:
+def _write_synced(path: str, data: bytes) -> None:
+    """Write ``data`` to the local file ``path`` and fsync it."""
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def save_sharded(
+    state: dict[str, Any], path: str, first: tuple[str, bytes] | None = None
+) -> list[str]:
     """Collective: every rank writes its shards of ``state`` under the local ``path``.
 
     Returns the names of the files written (rank 0 only; other ranks get ``[]``), once
     every rank's shards are written, so rank 0 can checksum them all. A failure on any rank
-    raises on every rank (DCP gathers its own; :func:`agree` the rest).
+    raises on every rank (DCP gathers its own; :func:`agree` the rest). ``first``: a file
+    ``(name, data)`` rank 0 writes before any shard (the checkpoint's ``meta.json``, naming
+    its run), so that a save that dies part way still tells whose it was.
     """
     from torch.distributed.checkpoint import state_dict_saver
 
@@ -112,6 +124,8 @@ def save_sharded(state: dict[str, Any], path: str) -> list[str]:
     failure: BaseException | None = None
     try:
         os.makedirs(path, exist_ok=True)
+        if rank == 0 and first is not None:
+            _write_synced(os.path.join(path, first[0]), first[1])
     except OSError as exc:
         failure = exc
     agree(failure, f"creating {path}")
@@ -119,10 +133,7 @@ def save_sharded(state: dict[str, Any], path: str) -> list[str]:
     names: list[str] = []
     if rank == 0:
         try:
-            with open(os.path.join(path, SKELETON), "wb") as f:
-                f.write(json.dumps(skeleton).encode())
-                f.flush()
-                os.fsync(f.fileno())
+            _write_synced(os.path.join(path, SKELETON), json.dumps(skeleton).encode())
             names = sorted(os.listdir(path))
             for name in names:  # DCP does not fsync: make every shard durable
                 fd = os.open(os.path.join(path, name), os.O_RDONLY)

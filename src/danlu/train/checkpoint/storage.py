@@ -76,12 +76,20 @@ def file_digest(path: str) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
+FILE_URL = "file://"
+"""The start of a URL naming a local directory; its scheme in any case (``FILE:///x``)."""
+
+
 def local_directory(directory: str) -> str | None:
     """The absolute path :func:`open_storage` writes ``directory``'s checkpoints to when it
-    is local (a path, ``~`` expanded, or a ``file://`` URL); ``None`` for any other URL."""
-    if "://" in directory and not directory.startswith("file://"):
+    is local (a path, ``~`` expanded, or a ``file://`` URL, its scheme in any case: a URL's
+    scheme is case-insensitive); ``None`` for any other URL. ``FILE:///x`` was passed to
+    fsspec as a remote URL, which knows no protocol ``FILE``: a ``ConfigError``."""
+    if directory[: len(FILE_URL)].lower() == FILE_URL:
+        directory = directory[len(FILE_URL) :]
+    elif "://" in directory:
         return None
-    return os.path.abspath(os.path.expanduser(directory.removeprefix("file://")))
+    return os.path.abspath(os.path.expanduser(directory))
 
 
 class LocalStorage:
@@ -155,7 +163,9 @@ class LocalStorage:
 
 
 class FsspecStorage:
-    """A prefix in any fsspec filesystem (S3 via ``s3fs``, GCS, memory, ...)."""
+    """A prefix in any fsspec filesystem (S3 via ``s3fs``, GCS, memory, ...). The URL's
+    scheme is read in any case (``S3://b/p`` is ``s3://b/p``; fsspec knows only lower case
+    names, and refused it as an unknown protocol)."""
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
         try:
@@ -166,9 +176,9 @@ class FsspecStorage:
                 "pip install fsspec (and the package of its scheme, e.g. s3fs), "
                 "or give checkpoint_dir (DANLU_CHECKPOINT_DIR) a local path"
             ) from None
-        scheme = url.split("://", 1)[0]
+        scheme, sep, rest = url.partition("://")
         try:
-            fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
+            fs, root = fsspec.core.url_to_fs(scheme.lower() + sep + rest, **(storage_options or {}))
         except ImportError as exc:  # the scheme's package is not installed
             raise ConfigError(
                 f"checkpoint directory {url!r}: the {scheme!r} storage needs a package that "
