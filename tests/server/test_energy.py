@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from helpers import live_server, spec, user_and_nodes, wait_state
+from sqlalchemy.orm import Session
 
 from danlu.core.cluster import Node, gpu_type
 from danlu.core.state import JobState
@@ -48,6 +49,13 @@ class ScriptedMeter:
         self.closed = True
 
 
+def _start(s: Session, job: Job, t: float, allocation: list[dict[str, object]]) -> None:
+    """Start ``job`` on ``allocation`` at ``t`` and record its launch, as the reconcile loop
+    does once the executor took it (a run not launched yet is charged nothing)."""
+    jobs.change_state(s, job, JobState.RUNNING, "go", t, allocation=allocation)
+    job.launched_attempt = job.attempt
+
+
 def _running(db: Database) -> tuple[str, str, str]:
     """Three running jobs on node a: ``whole`` on GPUs 0-1, ``half`` and ``quarter`` sharing
     GPU 2 (500 and 250 milli); GPU 3 idle. ``quarter`` started 5 s after the others."""
@@ -57,9 +65,9 @@ def _running(db: Database) -> tuple[str, str, str]:
         whole = jobs.submit(s, {"name": "whole", "resources": {"gpus": 2}, **body}, alice, now=T)
         half = jobs.submit(s, {"name": "half", **body}, alice, now=T)
         quarter = jobs.submit(s, {"name": "quarter", **body}, alice, now=T)
-        jobs.change_state(s, whole, JobState.RUNNING, "go", T, allocation=[_share(0), _share(1)])
-        jobs.change_state(s, half, JobState.RUNNING, "go", T, allocation=[_share(2, 500)])
-        jobs.change_state(s, quarter, JobState.RUNNING, "go", T + 5, allocation=[_share(2, 250)])
+        _start(s, whole, T, [_share(0), _share(1)])
+        _start(s, half, T, [_share(2, 500)])
+        _start(s, quarter, T + 5, [_share(2, 250)])
         return whole.id, half.id, quarter.id
 
 
@@ -98,7 +106,7 @@ def test_a_new_stretch_gets_its_own_row_and_an_ended_one_is_not_charged(db: Data
         job = jobs.get_job(s, whole)
         jobs.change_state(s, job, JobState.PREEMPTING, "make room", T + 12)
         jobs.change_state(s, job, JobState.PENDING, "checkpointed", T + 14)
-        jobs.change_state(s, job, JobState.RUNNING, "go", T + 16, allocation=[_share(3)])
+        _start(s, job, T + 16, [_share(3)])
         jobs.change_state(s, jobs.get_job(s, half), JobState.SUCCEEDED, "done", T + 15)
     loop.run_once(T + 20)
     with db.read_session() as s:

@@ -22,7 +22,7 @@ from danlu.sched.registry import make_policy
 from danlu.sched.view import Plan, Preempt, Resize, Start
 from danlu.server.db import Database
 from danlu.server.reconcile import Reconciler
-from danlu.server.services import cluster, jobs
+from danlu.server.services import cluster, events, jobs
 
 NOW = 1_000_000.0
 
@@ -262,7 +262,10 @@ def test_a_full_checkpoint_disk_requeues_that_job_and_the_pass_goes_on(
     with db.read_session() as s:
         job = jobs.get_job(s, first)
         assert (job.state, job.restarts, job.allocation) == ("PENDING", 0, None)
-        assert "cannot make its checkpoint directory" in str(job.pending_reason)
+        # the control plane's failure, said so: not "the node could not launch it"
+        reason = str(job.pending_reason)
+        assert reason.startswith("the control plane could not make its checkpoint directory: ")
+        assert "No space left" in reason or "made to fail" in reason, reason
         # the directory is the control plane's: no node is blamed for it
         assert [n.launch_failures for n in cluster.list_nodes(s)] == [0]
     assert [launch.job_id for launch in world.launches] == [second]
@@ -287,8 +290,11 @@ def test_a_checkpoint_directory_that_cannot_be_made_requeues_the_job_and_is_repo
         job = jobs.get_job(s, first)
         assert (job.state, job.restarts, job.allocation) == ("PENDING", 0, None)
         explained = jobs.why(s, job, now=NOW + 11)
-        assert "cannot make its checkpoint directory" in explained, explained
-        assert "eligible again in" in explained, explained
+        said = "the control plane could not make its checkpoint directory: "
+        assert explained.startswith(said) and "eligible again in" in explained, explained
+        assert "the node could not launch it" not in explained
+        reasons = [e.reason for e in events.list_events(s, first)]
+        assert any(r.startswith(said) and "no restart counted" in r for r in reasons), reasons
         assert [n.launch_failures for n in cluster.list_nodes(s)] == [0]
     monkeypatch.undo()
     assert loop.run_once(now=NOW + 15).launched == []  # its backoff

@@ -56,14 +56,14 @@ def test_one_lost_gpu_leaves_the_others_to_the_server(monkeypatch: pytest.Monkey
     """It used to fall back to one fake GPU: the three healthy H100s were dropped and jobs
     placed on a phantom GPU."""
     nvml = _nvml(4, lost=2)
-    monkeypatch.setattr(main, "discover", lambda: discover(nvml, hostname="box"))
+    monkeypatch.setattr(main, "discover", lambda **_: discover(nvml, hostname="box"))
     said: list[str] = []
     inventory = main.find_inventory(None, said.append)
     assert inventory.source == "nvml" and said == []
     assert [g.uuid for g in inventory.gpus] == ["GPU-0", "GPU-1", "GPU-3"]
     # NVML that cannot start: fake GPUs, said so
     broken = _nvml(4, starts=False)
-    monkeypatch.setattr(main, "discover", lambda: discover(broken, hostname="box"))
+    monkeypatch.setattr(main, "discover", lambda **_: discover(broken, hostname="box"))
     assert main.find_inventory(None, said.append).source == "fake"
     assert "using FAKE GPUs" in said[-1]
 

@@ -323,9 +323,12 @@ class SweepSpec(_Strict):
             return min(self.trials or MAX_TRIALS, grid_size(self))
         return self.trials or 0
 
-    def trial_spec(self) -> JobSpec:
-        """The trials' job spec, validated (without the parameters' environment)."""
-        return parse_spec({"name": self.name, **self.trial})
+    def trial_spec(self, *, stored: bool = False) -> JobSpec:
+        """The trials' job spec, validated (without the parameters' environment);
+        ``stored``: of a sweep accepted before, read as it was taken
+        (:func:`~danlu.core.spec.parse_spec`: a check added since for new specs does not
+        stop its later trials)."""
+        return parse_spec({"name": self.name, **self.trial}, stored=stored)
 
 
 def trial_name(sweep_name: str, n: int) -> str:

@@ -115,6 +115,7 @@ class LaunchStep:
         report: RoundReport,
         blamed: str | None = None,
         moved: bool = False,
+        ran: bool = True,
     ) -> None:
         """Record the exit of run ``attempt`` (the poll step's, in the reconciler)."""
         raise NotImplementedError
@@ -319,7 +320,8 @@ class LaunchStep:
         log.warning("reconcile: %s %s", job_id, error)
         if not is_node_fault(exc):
             report.errors.append(f"launch {job_id}: {error}")
-        self._requeue_unlaunched(job_id, attempt, error, t, report, blamed=())
+        cause = jobs.CHECKPOINT_DIR_FAULT
+        self._requeue_unlaunched(job_id, attempt, str(exc), t, report, blamed=(), cause=cause)
 
     def _requeue_unlaunched(
         self,
@@ -329,10 +331,12 @@ class LaunchStep:
         t: float,
         report: RoundReport,
         blamed: tuple[str, ...] | None = None,
+        cause: str = jobs.NODE_FAULT,
     ) -> None:
         """Re-queue a job the node could not launch (a full disk): no restart counted. The
         failure counts against ``blamed`` (None: all the job's nodes), which are cordoned once
-        ``settings.node_launch_failures`` launches in a row failed there."""
+        ``settings.node_launch_failures`` launches in a row failed there. ``cause``: how
+        the job's reason begins (:func:`~danlu.server.services.jobs.requeue_unlaunched`)."""
         try:
             with self.db.session() as session:
                 job = self._held(session, job_id, attempt)
@@ -341,7 +345,7 @@ class LaunchStep:
                 names = {str(share["node"]) for share in job.allocation or ()}
                 if blamed is not None:
                     names &= set(blamed)
-                jobs.requeue_unlaunched(session, job, error, t)
+                jobs.requeue_unlaunched(session, job, error, t, cause=cause)
                 limit = self.settings.node_launch_failures
                 closed = nodes.launch_failed(session, names, error, limit, t)
             report.settled.append(job_id)

@@ -21,6 +21,7 @@ from danlu.core.errors import DanluError
 from danlu.executors import Executor
 from danlu.server.db import Database
 from danlu.server.services import metrics, retention, users
+from danlu.server.services.admission import file_url_path
 
 log = logging.getLogger(__name__)
 
@@ -45,20 +46,19 @@ def _spellings(path: str | Path) -> set[Path]:
         return {Path(written)}
 
 
-FILE_URL: Final = "file://"
-"""A ``checkpoint_dir`` URL that names a local directory: danlu.train writes to its path
-(as it does to an absolute path), not through a remote file system."""
-
-
 def local_path(checkpoint_dir: str) -> str | None:
     """The local directory a spec's ``checkpoint_dir`` names: an absolute path as written, a
-    ``file://`` URL's path; None for any other URL (``s3://...``: nothing under the home). A
+    ``file://`` URL's path, its scheme in any case (``FILE:///...`` too:
+    :func:`~danlu.server.services.admission.file_url_path`); None for any other URL
+    (``s3://...``: nothing under the home). A
     ``file://`` URL naming a directory danlu made was passed over as any URL, and the
     retention deleted the checkpoints the job naming it wrote there. A ``file://`` URL of a
     relative path names none: such a spec is refused at submission, and one stored before
     is launched with a directory of the job's own
     (:func:`~danlu.server.services.admission.relative_file_url`)."""
-    path = checkpoint_dir.removeprefix(FILE_URL)
+    path = file_url_path(checkpoint_dir)
+    if path is None:
+        path = checkpoint_dir
     return path if path.startswith("/") else None
 
 

@@ -528,13 +528,16 @@ class Reconciler(LaunchStep):
     ) -> None:
         """Settle a stopping job whose run ``attempt`` never launched, no earlier run of it
         running: by the exit of the run a move left (``moved``) when the executor knows it,
-        else as never launched. Left for the next pass when the executor cannot say now."""
+        else as never launched (no GPU-hours charged for the run's wait, when the job's row
+        tells it never launched: :func:`~danlu.server.services.jobs.not_launched`). Left
+        for the next pass when the executor cannot say now."""
         try:
             left = self._left_run(job_id, moved)
         except ExecutorError as exc:
             report.errors.append(f"poll {job_id}#{moved}: {exc}")
             return
-        self._settle(job_id, attempt, left, resolve_now(now), report, moved=left is not None)
+        ran = left is not None
+        self._settle(job_id, attempt, left, resolve_now(now), report, moved=ran, ran=ran)
 
     def _deliver(
         self,
@@ -579,10 +582,15 @@ class Reconciler(LaunchStep):
         report: RoundReport,
         blamed: str | None = None,
         moved: bool = False,
+        ran: bool = True,
     ) -> None:
         """Record the exit of run ``attempt``; ``blamed``: the faulty GPUs it failed on
         (the job resumes then, with no restart counted); ``moved``: ``status`` is the exit
-        of the run a move left, judged in place of the new run's (never launched). A run
+        of the run a move left, judged in place of the new run's (never launched);
+        ``ran=False``: the executor knows no run of the job (a stop before its launch): no
+        GPU-hours are charged when the job's row tells that run never launched
+        (:func:`~danlu.server.services.jobs.not_launched`: its wait for GPUs another run
+        held is none). A run
         that exited 75 on its own (a SIGTERM from outside danlu) resumes as a preempted one
         does, unless the job made no progress since its previous such exit: then it counts
         as a failure (:func:`~danlu.server.failures.judge_unasked_exit_75`). One that failed
@@ -601,7 +609,8 @@ class Reconciler(LaunchStep):
                 job = self._held(session, job_id, attempt)
                 if job is None:
                     return
-                until = ran_until(status, job.last_start, t)
+                never = not ran and jobs.not_launched(job)
+                until = job.last_start if never else ran_until(status, job.last_start, t)
                 if unasked_75(status, job):
                     ran_for = (t if until is None else until) - (job.last_start or t)
                     counted, reason = judge_unasked_exit_75(session, job, ran_for)

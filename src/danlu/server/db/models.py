@@ -237,8 +237,10 @@ class Job(LockMixin, Base):
     the launch): a run of the job's current attempt that the executor no longer knows
     launched (its record vanished), and is counted as a failure, not launched again for
     free as one the control plane never launched (it stopped between the scheduling
-    transaction and the launch). Null before the job's first launch, and for a job recorded
-    running before this column (migration 0032)."""
+    transaction and the launch). 0 from the job's first start until its first launch (each
+    new run of a job with a null one sets it: :func:`~danlu.server.services.jobs.not_launched`,
+    a run not launched yet is charged no energy); null before the job's first start, and
+    for a job recorded running before this column (migration 0032)."""
     purged_at: Mapped[float | None] = mapped_column(Double, default=None)
     """When the retention deleted the finished job's metrics, logs and danlu-made
     checkpoints (:mod:`danlu.server.services.retention`); null while they are kept."""

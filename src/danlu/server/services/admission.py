@@ -138,6 +138,16 @@ def check_spec_shape(spec: JobSpec) -> None:
 FILE_URL: Final = "file://"
 
 
+def file_url_path(location: str) -> str | None:
+    """The text after ``file://`` when ``location`` is a ``file://`` URL, its scheme in any
+    case (a URL's scheme is case-insensitive: ``FILE:///shared/ckpt`` is
+    ``file:///shared/ckpt``, as a spec stored before its scheme was written in lower case
+    may hold it); None for a path or any other URL."""
+    if location[: len(FILE_URL)].lower() != FILE_URL:
+        return None
+    return location[len(FILE_URL) :]
+
+
 def relative_file_url(checkpoint_dir: str) -> bool:
     """Whether a spec's ``checkpoint_dir`` is a ``file://`` URL whose path is not absolute
     (``file://ckpt/run1``, ``file://~/ckpt``, ``file://localhost/ckpt``). danlu.train writes
@@ -148,8 +158,8 @@ def relative_file_url(checkpoint_dir: str) -> bool:
     :func:`~danlu.core.spec.check_limits`, which ``parse_spec(stored=True)`` skips); a spec
     stored before is launched with a directory of the job's own, as one naming a relative
     path is."""
-    path = checkpoint_dir.removeprefix(FILE_URL)
-    return path != checkpoint_dir and not path.startswith("/")
+    path = file_url_path(checkpoint_dir)
+    return path is not None and not path.startswith("/")
 
 
 def never_fits(request: JobRequest, cluster: Cluster) -> AdmissionError | None:

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.devices.inventory import GpuKey
 from danlu.server.db.models import Job, JobEnergy
+from danlu.server.services.jobs import NOT_LAUNCHED
 from danlu.server.services.projects import HOLDING
 
 
@@ -37,9 +38,11 @@ class Holding:
 
 
 def holdings(session: Session) -> list[Holding]:
-    """The jobs holding GPUs now, with their shares."""
+    """The jobs holding GPUs now, with their shares; not one whose current run the executor
+    has not launched (:func:`~danlu.server.services.jobs.not_launched`: it waits for GPUs
+    another run still holds, whose energy that run uses)."""
     query = select(Job.id, Job.last_start, Job.project_id, Job.user_id, Job.allocation).where(
-        Job.state.in_(HOLDING)
+        Job.state.in_(HOLDING), ~NOT_LAUNCHED
     )
     out = []
     for job_id, last_start, project_id, user_id, allocation in session.execute(query):

@@ -35,6 +35,14 @@ RESTART_BACKOFF_SECONDS = 10.0
 NODE_FAULT = "the node could not launch it"
 """How the reason of a launch that failed for the node's reasons begins
 (:func:`requeue_unlaunched`)."""
+CHECKPOINT_DIR_FAULT = "the control plane could not make its checkpoint directory"
+"""How the reason of a launch begins that the control plane did not make, as it could not
+make the job's checkpoint directory (:func:`requeue_unlaunched`): no node is to blame."""
+UNLAUNCHED_CAUSES = (NODE_FAULT, CHECKPOINT_DIR_FAULT)
+"""The reasons a job is re-queued without a launch begin with (:func:`why` tells its
+backoff with the reason)."""
+NOT_LAUNCHED = Job.launched_attempt.is_not(None) & (Job.launched_attempt < Job.attempt)
+"""The SQL of :func:`not_launched`: the jobs whose current run the executor has not taken."""
 LIMIT_STOPS = ("deadline passed", "time limit reached")
 """How the cancel reasons of a deadline's and a time limit's stops begin (:func:`expired`,
 :func:`over_time`): such a stop gives the job its preemption grace to checkpoint."""
@@ -219,6 +227,25 @@ def flush_or_conflict(session: Session, job_id: str | None = None) -> None:
         raise ConflictError(f"{what} changed concurrently; retry") from None
 
 
+def not_launched(job: Job) -> bool:
+    """Whether the executor has not taken the launch of ``job``'s current run
+    (``launched_attempt`` below ``attempt``): it holds its GPUs but runs nothing yet (it waits
+    for GPUs another run still holds), so no energy is charged to it, and a stop before its
+    launch charges it no GPU-hours. Each new run of a job sets ``launched_attempt`` to 0 while
+    it was null (:func:`_new_attempt`), so a null one is a run recorded before the column
+    (migration 0032) whose launch is not known: counted as launched, as it was before."""
+    return job.launched_attempt is not None and job.launched_attempt < job.attempt
+
+
+def _new_attempt(job: Job) -> None:
+    """Count a new run of ``job`` (a start or a move): ``attempt`` increments, and a null
+    ``launched_attempt`` becomes 0, telling "not launched yet" from a run recorded before
+    the column (:func:`not_launched`)."""
+    job.attempt += 1
+    if job.launched_attempt is None:
+        job.launched_attempt = 0
+
+
 def _release(job: Job, t: float) -> dict[str, Any] | None:
     """Account the service received on the current allocation up to ``t`` and drop it, with
     the measurement taken on it (keeping the progress it reported). Returns the
@@ -324,7 +351,7 @@ def _transition(
         job.last_start = t
         if job.started_at is None:
             job.started_at = t
-        job.attempt += 1
+        _new_attempt(job)
         job.pending_reason = None
         job.next_attempt_at = None
     elif new.value not in HOLDING:
@@ -372,7 +399,7 @@ def resize(
     job.moved_from = moved  # the run it leaves: judged when the new one is launched
     job.allocation = [dict(s) for s in allocation]
     job.last_start = t
-    job.attempt += 1
+    _new_attempt(job)
     if batch_size is not None:
         job.batch_size = batch_size
     if flush:
@@ -611,15 +638,20 @@ def settle_exit(
     return [ends(JobState.FAILED, f"{reason}; out of restarts ({job.restarts} of {limit})")]
 
 
-def requeue_unlaunched(session: Session, job: Job, error: str, now: float | None = None) -> None:
+def requeue_unlaunched(
+    session: Session, job: Job, error: str, now: float | None = None, *, cause: str = NODE_FAULT
+) -> None:
     """Re-queue a RUNNING job whose launch failed for reasons of the node's (its disk full,
     out of processes or memory; :func:`~danlu.executors.is_node_fault`): RUNNING ->
     RESTARTING -> PENDING without counting a restart against the job, which never ran,
     and eligible again after a backoff that doubles with each such failure of the job
     (10 s, at most :data:`NODE_RETRY_CAP_SECONDS`); a job whose cancellation was requested
-    is CANCELLED."""
+    is CANCELLED. ``cause``: how the reason begins, before ``error``
+    (:data:`CHECKPOINT_DIR_FAULT`: the control plane could not make the job's checkpoint
+    directory, which is no node's failure); the backoff doubles with each failure of the
+    same cause."""
     t = resolve_now(now)
-    reason = f"{NODE_FAULT}: {error}"
+    reason = f"{cause}: {error}"
     if job.state != JobState.RUNNING.value or job.cancel_requested_at is not None:
         settle_exit(session, job, succeeded=False, exit_code=None, reason=reason, now=t)
         return
@@ -627,7 +659,7 @@ def requeue_unlaunched(session: Session, job: Job, error: str, now: float | None
     earlier = session.scalar(
         select(func.count())
         .select_from(JobEvent)
-        .where(JobEvent.job_id == job.id, JobEvent.reason.startswith(NODE_FAULT, autoescape=True))
+        .where(JobEvent.job_id == job.id, JobEvent.reason.startswith(cause, autoescape=True))
     )
     why = f"{reason} (no restart counted)"
     change_state(session, job, JobState.RESTARTING, why, t, counted=False)
@@ -707,7 +739,7 @@ def _why(session: Session, job: Job, t: float) -> str:
     if state is JobState.PENDING:
         if job.next_attempt_at is not None and job.next_attempt_at > t:
             wait = f"eligible again in {job.next_attempt_at - t:.0f}s"
-            if job.pending_reason and job.pending_reason.startswith(NODE_FAULT):
+            if job.pending_reason and job.pending_reason.startswith(UNLAUNCHED_CAUSES):
                 return f"{job.pending_reason}; {wait}"
             return f"backing off after restart {job.restarts}: {wait}"
         # the policy's reason says what holds it back: the order it ranks the queue in is

@@ -154,7 +154,9 @@ def create(
         with session.begin_nested():  # a refused trial leaves nothing behind
             session.add(sweep)
             session.flush()
-            _submit_trials(session, sweep, spec, user, t, _Trials(session, sweep, spec))
+            _submit_trials(
+                session, sweep, spec, user, t, _Trials(session, sweep, spec), stored=False
+            )
     except (SpecError, AdmissionError) as exc:
         raise SpecError(f"trial.{exc.field}".rstrip("."), exc.message) from None
     return sweep
@@ -307,12 +309,22 @@ class _Trials:
 
 
 def _submit_trials(
-    session: Session, sweep: Sweep, spec: SweepSpec, caller: User, t: float, trials: _Trials
+    session: Session,
+    sweep: Sweep,
+    spec: SweepSpec,
+    caller: User,
+    t: float,
+    trials: _Trials,
+    *,
+    stored: bool = True,
 ) -> list[str]:
     """Submit trials, as ``caller``, while fewer than ``parallel`` are unfinished and some
     are left; a trial spec's ``checkpoint_dir`` becomes each trial's own directory under it
     (:func:`~danlu.core.sweep.trial_checkpoint_dir`), written into the trial's job spec so
-    that ``danlu show`` shows it and a rerun of the trial resumes from it.
+    that ``danlu show`` shows it and a rerun of the trial resumes from it. ``stored``: the
+    sweep was accepted before (its later trials), so its trials are read as stored specs
+    (``parse_spec(stored=True)``): a check added for new specs since does not fail it;
+    False for its first trials, checked as new specs when it is submitted.
 
     The trials differ in their names and environments only: the trial spec is admitted once
     for them all (:func:`~danlu.server.services.submission.admit`: one read of the
@@ -322,7 +334,7 @@ def _submit_trials(
     out: list[str] = []
     if active >= spec.parallel or sweep.submitted >= spec.total:
         return out
-    base = spec.trial_spec()
+    base = spec.trial_spec(stored=stored)
     admitted = submission.admit(
         session,
         base,
@@ -364,7 +376,7 @@ def _submit_trials(
             session,
             admitted,
             jobs.new_job_id(),
-            parse_spec(trial),
+            parse_spec(trial, stored=stored),
             depends_on=depends_on,
             waiting=waiting,
             now=t,
