@@ -510,6 +510,8 @@ class Reconciler(LaunchStep):
                         if self._stop_previous(job_id, attempt, report, cancel=kill):
                             self._settle_unlaunched(job_id, attempt, moved, now, report)
                     elif launched == attempt:  # it launched: its record vanished
+                        if self._gone_with_a_node(run[0], report):
+                            continue  # re-queued free by the inventory's refresh
                         self._settle(job_id, attempt, VANISHED, resolve_now(now), report)
                     else:
                         unlaunched.append(job_id)
@@ -522,6 +524,21 @@ class Reconciler(LaunchStep):
         finally:
             self._release(claimed)
         return unlaunched
+
+    def _gone_with_a_node(
+        self, allocation: list[dict[str, object]] | None, report: RoundReport
+    ) -> bool:
+        """Whether a launched run whose record the executor no longer has may have gone with a
+        node that left: the executor's nodes, read again now (one backend call, for such a
+        run only), lack some of its GPUs (this pass's inventory refresh records that and
+        re-queues the job free, as a node's loss, not a failure of the job's), or cannot be
+        read (asked again at the next pass)."""
+        try:
+            cluster = self.executor.refresh_inventory()
+        except ExecutorError as exc:
+            report.errors.append(f"poll: cannot read the executor's nodes: {exc}")
+            return True
+        return bool(lost_gpus(allocation, cluster))
 
     def _settle_unlaunched(
         self, job_id: str, attempt: int, moved: int | None, now: float | None, report: RoundReport
