@@ -10,11 +10,12 @@ import pytest
 from sqlalchemy import update
 from test_retention import _finished_with_its_own_directory, _submit, _world
 
+from danlu.core.spec import file_url_path
 from danlu.server.db import Database
 from danlu.server.db.models import Job
 from danlu.server.purge import local_path
 from danlu.server.services import jobs
-from danlu.server.services.admission import file_url_path, relative_file_url
+from danlu.server.services.admission import relative_file_url
 
 NOW = 1_000_000.0
 DAY = 86_400.0

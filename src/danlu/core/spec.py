@@ -46,6 +46,7 @@ from danlu.core.spec_limits import MAX_PRIORITY as MAX_PRIORITY
 from danlu.core.spec_limits import MAX_RESTARTS as MAX_RESTARTS
 from danlu.core.spec_limits import SPEC_LIMITS as SPEC_LIMITS
 from danlu.core.spec_limits import check_limits as check_limits
+from danlu.core.spec_limits import file_url_path as file_url_path
 from danlu.core.spec_limits import is_checkpoint_location as is_checkpoint_location
 from danlu.core.spec_text import parse_text
 from danlu.core.units import parse_bytes, parse_duration
@@ -463,9 +464,8 @@ class JobSpec(_Strict):
         directory) compares ``file://`` as written, so ``FILE://ckpt`` passed as a remote URL
         of a relative path, and the retention took ``FILE:///...`` for one it may delete
         under. A stored spec is read so too: the same directory."""
-        if value is not None and value[:7].lower() == FILE_URL and value[:7] != FILE_URL:
-            return FILE_URL + value[7:]
-        return value
+        path = None if value is None else file_url_path(value)
+        return value if path is None else FILE_URL + path
 
     @field_validator("env", mode="before")
     @classmethod

@@ -111,7 +111,7 @@ def check_limits(spec: JobSpec) -> None:
             "or leave it out for a directory of the job's own",
         )
     location = spec.checkpoint_dir or ""  # a relative file:// URL: admission's 422, now here
-    if location.startswith(FILE_URL) and not location.removeprefix(FILE_URL).startswith("/"):
+    if (path := file_url_path(location)) is not None and not path.startswith("/"):
         raise SpecError(
             "checkpoint_dir",
             f"{quoted(location)} is a file:// URL of a relative path, which the job would resolve "
@@ -184,6 +184,17 @@ FILE_URL = "file://"
 """The scheme of a ``checkpoint_dir`` URL naming a local directory, in lower case as a spec
 holds it (:class:`~danlu.core.spec.JobSpec` writes ``FILE://`` so)."""
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def file_url_path(location: str) -> str | None:
+    """The text after ``file://`` when ``location`` is a ``file://`` URL, its scheme in any
+    case (a URL's scheme is case-insensitive: ``FILE:///shared/ckpt`` is
+    ``file:///shared/ckpt``, as a spec stored before its scheme was written in lower case,
+    or a directory given to the job by hand, may hold it); None for a path or any other
+    URL. What the spec, the control plane and danlu.train read a local URL with."""
+    if location[: len(FILE_URL)].lower() != FILE_URL:
+        return None
+    return location[len(FILE_URL) :]
 
 
 def is_checkpoint_location(text: str) -> bool:

@@ -18,10 +18,10 @@ from typing import Final
 from sqlalchemy.orm import Session
 
 from danlu.core.errors import DanluError
+from danlu.core.spec import file_url_path
 from danlu.executors import Executor
 from danlu.server.db import Database
 from danlu.server.services import metrics, retention, users
-from danlu.server.services.admission import file_url_path
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def _spellings(path: str | Path) -> set[Path]:
 def local_path(checkpoint_dir: str) -> str | None:
     """The local directory a spec's ``checkpoint_dir`` names: an absolute path as written, a
     ``file://`` URL's path, its scheme in any case (``FILE:///...`` too:
-    :func:`~danlu.server.services.admission.file_url_path`); None for any other URL
+    :func:`~danlu.core.spec.file_url_path`); None for any other URL
     (``s3://...``: nothing under the home). A
     ``file://`` URL naming a directory danlu made was passed over as any URL, and the
     retention deleted the checkpoints the job naming it wrote there. A ``file://`` URL of a

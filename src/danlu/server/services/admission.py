@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Final
-
 from danlu.core.cluster import MILLI_PER_GPU, Cluster, gpu_type_names
 from danlu.core.errors import SpecError, UnknownNameError
-from danlu.core.spec import AUTO_FAMILY, NO_GPUS, JobSpec
+from danlu.core.spec import AUTO_FAMILY, NO_GPUS, JobSpec, file_url_path
 from danlu.core.units import format_bytes
 from danlu.sched.quota import Usage, minimum_usage
 from danlu.sched.share_size import allowed_sizes
@@ -133,19 +131,6 @@ def check_spec_shape(spec: JobSpec) -> None:
         )
     # a checkpoint_dir file:// URL of a relative path: refused by core's check_limits, which
     # every submission runs first (jobs.submit, a sweep's trials by parse_spec)
-
-
-FILE_URL: Final = "file://"
-
-
-def file_url_path(location: str) -> str | None:
-    """The text after ``file://`` when ``location`` is a ``file://`` URL, its scheme in any
-    case (a URL's scheme is case-insensitive: ``FILE:///shared/ckpt`` is
-    ``file:///shared/ckpt``, as a spec stored before its scheme was written in lower case
-    may hold it); None for a path or any other URL."""
-    if location[: len(FILE_URL)].lower() != FILE_URL:
-        return None
-    return location[len(FILE_URL) :]
 
 
 def relative_file_url(checkpoint_dir: str) -> bool:

@@ -15,6 +15,7 @@ import uuid
 from typing import Any, Protocol
 
 from danlu.core.errors import ConfigError
+from danlu.core.spec_limits import file_url_path
 
 
 class Storage(Protocol):
@@ -76,17 +77,14 @@ def file_digest(path: str) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
-FILE_URL = "file://"
-"""The start of a URL naming a local directory; its scheme in any case (``FILE:///x``)."""
-
-
 def local_directory(directory: str) -> str | None:
     """The absolute path :func:`open_storage` writes ``directory``'s checkpoints to when it
     is local (a path, ``~`` expanded, or a ``file://`` URL, its scheme in any case: a URL's
     scheme is case-insensitive); ``None`` for any other URL. ``FILE:///x`` was passed to
     fsspec as a remote URL, which knows no protocol ``FILE``: a ``ConfigError``."""
-    if directory[: len(FILE_URL)].lower() == FILE_URL:
-        directory = directory[len(FILE_URL) :]
+    path = file_url_path(directory)
+    if path is not None:
+        directory = path
     elif "://" in directory:
         return None
     return os.path.abspath(os.path.expanduser(directory))
