@@ -166,9 +166,10 @@ class CheckpointManager:
         """Checkpoints whose manifest the last :meth:`list_checkpoints` could not read for a
         passing reason (an ``EIO``, a permission: not :func:`damaged`): not removed by
         retention (a restart's first save deleted such a checkpoint, however new)."""
-        self._torn: dict[str, str | None] = {}
-        """Checkpoints whose manifest the last :meth:`list_checkpoints` found damaged (torn,
-        malformed), with the run their ``meta.json`` names (None when it names none)."""
+        self._torn_runs: set[str] = set()
+        """The runs the ``meta.json`` of the checkpoints whose manifest the last
+        :meth:`list_checkpoints` found damaged (torn, malformed) name (one naming none adds
+        nothing)."""
         self.run_id: str | None = None
         """The run this manager's saves belong to, written in their manifests (``run``): the
         run of the checkpoint :meth:`load_latest` resumed from, so that a run keeps one id
@@ -496,7 +497,7 @@ class CheckpointManager:
         """Checkpoints that have a readable manifest, oldest first (not verified); those in
         another version of the format are kept in ``_other`` as this listing found them."""
         out = []
-        self._other, self._torn = {}, {}
+        self._other, self._torn_runs = {}, set()
         unread, self._unread = self._unread, set()
         for name in self.storage.list_dirs():
             if not name.startswith(_PREFIX):
@@ -510,8 +511,8 @@ class CheckpointManager:
                     continue
                 except (OSError, DataError) as exc:
                     if damaged(exc):
-                        if _OWN_NAME.fullmatch(name):  # retention removes only these
-                            self._torn[name] = self._meta_run(name)
+                        if _OWN_NAME.fullmatch(name) and (run := self._meta_run(name)):
+                            self._torn_runs.add(run)  # retention removes only these names
                     else:  # kept: it may read again (said once)
                         if name not in unread:
                             log.warning("cannot read the manifest of %s: %s", name, exc)
@@ -674,7 +675,7 @@ class CheckpointManager:
         # A checkpoint with a damaged manifest outlived every commit's retention (which
         # removes it): it is the newest, and the run its meta.json names is the one resuming
         # (a new run's only checkpoint, torn, made the resume take an older run's instead).
-        torn: set[str | None] = {run for run in self._torn.values() if run is not None}
+        torn: set[str | None] = set(self._torn_runs)
         runs: set[str | None] = set(self._runs) or torn or {i.run for i in readable[:1]}
         # a checkpoint that predates recorded runs (run None) belongs to any: as before
         others = [i for i in readable if None not in runs and i.run not in (None, *runs)]
