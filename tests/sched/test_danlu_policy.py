@@ -562,12 +562,12 @@ def test_an_elastic_request_bounds_the_sizes_the_policy_chooses() -> None:
 
 
 def test_gpu_counts_start_at_an_elastic_minimum() -> None:
-    from danlu.sched.policies.danlu import _counts
+    from danlu.sched.policies.danlu_options import gpu_counts
 
-    assert _counts(16, 4) == [1, 2, 3, 4, 8, 12, 16]
-    assert _counts(16, 4, floor=3) == [3, 4, 8, 12, 16]
-    assert _counts(16, 4, floor=6) == [6, 8, 12, 16]
-    assert _counts(4, 4, floor=6) == []
+    assert gpu_counts(16, 4) == [1, 2, 3, 4, 8, 12, 16]
+    assert gpu_counts(16, 4, floor=3) == [3, 4, 8, 12, 16]
+    assert gpu_counts(16, 4, floor=6) == [6, 8, 12, 16]
+    assert gpu_counts(4, 4, floor=6) == []
 
 
 def test_a_change_of_capacity_reuses_the_pending_jobs_options(

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from danlu.core.cluster import Cluster
 from danlu.core.errors import ConfigError
 from danlu.core.units import format_bytes
+from danlu.sched.share_size import allowed_sizes
 from danlu.sched.view import JobRequest
 from danlu.sim.config import SimConfig
 from danlu.sim.elastic import ApplicationProfile
@@ -100,26 +101,33 @@ class _NeverFits:
         self.cluster = cluster
         self.quotas = config.quotas
         self.total = cluster.total_gpus
-        self.biggest = max((n.gpu_type.memory for n in cluster.nodes), default=0)
 
     def why(self, request: JobRequest, elastic: bool = False) -> str | None:
-        """Why ``request`` can never run on this cluster, or None. ``elastic``: a profiled
-        job under a policy that sizes jobs (``sizes_jobs``), which may run it on fewer GPUs
-        than its trace asked for (if it does not, the job fails once nothing else can
-        run)."""
+        """Why ``request`` can never run on this cluster, or None: it asks for more GPUs
+        than the cluster has, or than it has of the types the job may use with the memory
+        it asks per GPU (the largest GPU of those types, not of the cluster: a T4-only job
+        of 40 GiB per GPU was let in beside A100s and failed only once nothing else could
+        run), or a quota it alone passes. ``elastic``: a profiled job under a policy that
+        sizes jobs (``sizes_jobs``), which may run it on fewer GPUs than its trace asked
+        for (if it does not, the job fails once nothing else can run)."""
         total = self.total
         if request.gpus > total and not elastic:
             return f"asks for {request.gpus} GPUs; the cluster has {total}"
-        biggest = self.biggest
+        wanted = sorted({t.lower() for t in request.gpu_types})
+        of_types = f" of {wanted}" if wanted else ""
+        sizes = {m: n for m, n in allowed_sizes(request, self.cluster).items() if n}
+        if wanted and not sizes:
+            return f"asks for {request.gpus} GPUs{of_types}; the cluster has 0"
+        biggest = max(sizes, default=0)
         if request.gpu_memory > biggest:
             return (
-                f"asks for {format_bytes(request.gpu_memory)} per GPU; the largest GPU has "
-                f"{format_bytes(biggest)}"
+                f"asks for {format_bytes(request.gpu_memory)} per GPU; the largest GPU"
+                f"{of_types} has {format_bytes(biggest)}"
             )
-        if request.gpu_types:
-            wanted = {t.lower() for t in request.gpu_types}
-            have = sum(n.gpus for n in self.cluster.nodes if n.gpu_type.name.lower() in wanted)
-            if have < request.gpus:
-                return f"asks for {request.gpus} GPUs of {sorted(wanted)}; the cluster has {have}"
+        # the GPUs of the types it may use with the memory it asks per GPU
+        have = sum(n for memory, n in sizes.items() if memory >= request.gpu_memory)
+        if have < request.gpus and (wanted or not elastic):
+            each = f" of {format_bytes(request.gpu_memory)} each" if request.gpu_memory else ""
+            return f"asks for {request.gpus} GPUs{of_types}{each}; the cluster has {have}"
         quota = self.quotas.never_starts(request, self.cluster, elastic)
         return f"can never start: {quota}" if quota is not None else None

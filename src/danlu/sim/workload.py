@@ -237,9 +237,10 @@ def _whole_number(
     row: dict[str, str], column: str, path: Path, line: int, least: int, most: int
 ) -> int:
     """A column holding a whole number from ``least`` to ``most`` (2.5 GPUs used to be read
-    as 2, and ``1e300`` GPUs was taken as asked)."""
-    value = _num(row, column, path, line)
-    if not value.is_integer() or value < least:
+    as 2, and ``1e300`` GPUs was taken as asked). A negative or infinite value gets this
+    message too (it was told ``must be >= 0``, and then 0 was refused as below ``least``)."""
+    value = _number(row, column, path, line)
+    if not (math.isfinite(value) and value.is_integer()) or value < least:
         raise DataError(
             f"{path}:{line}: column {column!r} must be a whole number >= {least}, got "
             f"{row[column]!r}"
@@ -284,8 +285,17 @@ def undecodable_line(path: Path) -> int | None:
 
 def _num(row: dict[str, str], column: str, path: Path, line: int) -> float:
     """The number in ``column`` (finite, >= 0), or a :class:`DataError` naming the file,
-    line and column: also for a row too short to reach the column (its field is None,
-    which raised a bare AttributeError)."""
+    line and column (:func:`_number`)."""
+    value = _number(row, column, path, line)
+    if not math.isfinite(value) or value < 0:
+        raise DataError(f"{path}:{line}: column {column!r} must be >= 0, got {value}")
+    return value
+
+
+def _number(row: dict[str, str], column: str, path: Path, line: int) -> float:
+    """The number in ``column`` (any float, NaN and infinities too), or a
+    :class:`DataError` naming the file, line and column: also for a row too short to reach
+    the column (its field is None, which raised a bare AttributeError)."""
     if column in row and row[column] is None:
         lacks = ", ".join(repr(name) for name, value in row.items() if value is None)
         raise DataError(
@@ -300,8 +310,6 @@ def _num(row: dict[str, str], column: str, path: Path, line: int) -> float:
             f"{path}:{line}: column {column!r} must be a number (digits 0-9, no '_'), got "
             f"{row.get(column)!r}"
         ) from None
-    if not math.isfinite(value) or value < 0:
-        raise DataError(f"{path}:{line}: column {column!r} must be >= 0, got {value}")
     return value
 
 

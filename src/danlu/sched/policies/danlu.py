@@ -46,7 +46,6 @@ Pure and deterministic: state lives in the job marks; the memo is a transparent 
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
@@ -79,11 +78,18 @@ from danlu.sched.policies.danlu_holds import (
 )
 from danlu.sched.policies.danlu_hosts import FamilyHosts
 from danlu.sched.policies.danlu_knobs import KNOB_RANGES
+from danlu.sched.policies.danlu_options import (
+    expected_seconds,
+    explorers,
+    gpu_counts,
+    gpu_range,
+    regrets,
+    waiting_since,
+)
 from danlu.sched.policies.danlu_place import (
     GREW_FROM,
     MOVES,
     PROMOTED,
-    STOPPED,
     PlaceKnobs,
     is_adaptive,
     keep_unused,
@@ -97,40 +103,11 @@ from danlu.sched.policies.waiting import beyond_batch_limits, beyond_reach
 from danlu.sched.policies.work_estimate import WORK, estimate_work
 from danlu.sched.view import (
     ClusterView,
-    JobRequest,
     JobStatus,
     Plan,
 )
 
 FloatArray = npt.NDArray[np.float64]
-
-
-def _counts(cap: int, gpn: int, floor: int = 1) -> list[int]:
-    """GPU counts a job may get: ``floor``..one node, then whole nodes (up to ``cap``)."""
-    out = list(range(max(floor, 1), min(cap, gpn) + 1))
-    out.extend(n for n in range(2 * gpn, cap + 1, gpn) if n >= floor)
-    if floor > gpn and floor <= cap and floor not in out:
-        out.insert(0, floor)  # an elastic minimum that is not a whole number of nodes
-    return out
-
-
-def _expected(req: JobRequest) -> float | None:
-    """The request's ``expected_duration`` when it is finite; None (unknown: the job is
-    priced at ``new_job_seconds``) for an infinite one, which :class:`JobRequest` accepts:
-    priced at infinite seconds, no option of the job ever beat leaving it waiting, and it
-    waited for ever on an idle cluster as "shorter-ranked jobs hold the GPUs"."""
-    duration = req.expected_duration
-    return duration if duration is None or duration < math.inf else None
-
-
-def _gpu_range(req: JobRequest) -> tuple[int, int]:
-    """The GPU counts the job's request allows the policy to choose from: ``gpus..max_gpus``
-    for a request that names a range (an elastic spec such as ``gpus: 2..8``), else any
-    count (``1..`` the cluster: the simulated traces' requests name one count, which the
-    policy treats as a starting point, as Pollux does)."""
-    if req.max_gpus > 0:
-        return req.gpus, max(req.max_gpus, req.gpus)
-    return 1, sys.maxsize
 
 
 @dataclass(frozen=True)
@@ -317,7 +294,7 @@ class DanluPolicy:
         restart = self.restart_cost
         explore = self.explore_after <= 0  # always optimistic: one model per job
         model, table = self._model(job, marks, explore) if job.observed else (None, {})
-        floor, ceiling = _gpu_range(req)
+        floor, ceiling = gpu_range(req)
         if model is None:
             gpus = self._unmodelled_gpus(job, gpn)
             left = self._unmeasured_seconds(job, now)
@@ -343,7 +320,7 @@ class DanluPolicy:
             explorer, table = self._model(job, marks, optimistic=True)
             model = explorer or model
         adaptive = is_adaptive(job, self.adaptive_jobs)
-        for n in _counts(cap, gpn, floor):
+        for n in gpu_counts(cap, gpn, floor):
             good, batch = self._good(model, table, n, gpn)
             if good <= 0:
                 continue
@@ -375,7 +352,7 @@ class DanluPolicy:
         req = job.request
         gpus = req.gpus if not req.shares_gpu else 1
         if job.observed.get("max_batch"):  # elastic, never measured: one node first
-            gpus = max(min(gpus, self.first_gpus or gpn), _gpu_range(req)[0])
+            gpus = max(min(gpus, self.first_gpus or gpn), gpu_range(req)[0])
         return gpus
 
     def _beyond_capacity(
@@ -390,7 +367,7 @@ class DanluPolicy:
         for job in (w.status for w in waits if not w.options and w.status.id not in waiting):
             explore = self.explore_after <= 0  # the model _options built
             model = self._model(job, job.marks, explore)[0] if job.observed else None
-            least = _gpu_range(job.request)[0] if model else self._unmodelled_gpus(job, gpn)
+            least = gpu_range(job.request)[0] if model else self._unmodelled_gpus(job, gpn)
             if model is not None and least > model.max_batch // model.min_local:
                 waiting[job.id] = beyond_batch_limits(least, model.max_batch, model.min_local)
             elif least > capacity:
@@ -399,7 +376,7 @@ class DanluPolicy:
     def _unmeasured_seconds(self, job: JobStatus, now: float) -> float:
         """A job with no throughput model yet: the rest of the user's expected duration
         while it has reported nothing, else ``new_job_seconds``."""
-        duration = _expected(job.request)
+        duration = expected_seconds(job.request)
         if duration is not None and not job.observed:
             return max(duration - job.run_time_at(now), 1.0)
         return self.new_job_seconds
@@ -423,12 +400,12 @@ class DanluPolicy:
         waited = req.submit_time + job.run_time
         if req.shares_gpu:  # placed by the sharing rule, not the walk
             one = [Option(1, math.inf, None, False)]  # what the starvation rule frees for it
-            return WaitingEntry(job, one, math.inf, waited, _waiting_since(job), req.seq, True)
+            return WaitingEntry(job, one, math.inf, waited, waiting_since(job), req.seq, True)
         opts = self._options(job, job.marks, job.marks.get(WORK), capacity, gpn, now)
         best = min(
             (o.seconds * (1.0 + self.width * o.gpus / scale) for o in opts), default=math.inf
         )
-        return WaitingEntry(job, opts, best, waited, _waiting_since(job), req.seq)
+        return WaitingEntry(job, opts, best, waited, waiting_since(job), req.seq)
 
     def _waiting_builder(
         self, capacity: int, gpn: int, now: float, scale: int
@@ -442,7 +419,7 @@ class DanluPolicy:
             req = job.request
             if job.observed or req.shares_gpu:
                 return self._waiting_job(job, capacity, gpn, now, scale)
-            waited, since, gpus = req.submit_time + job.run_time, _waiting_since(job), req.gpus
+            waited, since, gpus = req.submit_time + job.run_time, waiting_since(job), req.gpus
             if gpus > capacity:
                 return WaitingEntry(job, [], math.inf, waited, since, req.seq)
             seconds = self._unmeasured_seconds(job, now) + restart
@@ -489,7 +466,7 @@ class DanluPolicy:
             marks = {**marks, **update}
         moves = marks.get(MOVES, 0.0)
         req = job.request
-        shares, expected, gpus = req.shares_gpu, _expected(req), job.allocation.num_gpus
+        shares, expected, gpus = req.shares_gpu, expected_seconds(req), job.allocation.num_gpus
         options = None
         if not job.observed:  # no model: one option, keeping it as it is
             left = self.new_job_seconds
@@ -591,7 +568,7 @@ class DanluPolicy:
         if loan is not None and self.loan_all and queued:
             cur, margin = job.allocation.num_gpus, self.loan_margin
             opts = dl.drop_unpaid(opts, cur, loan, self.restart_cost, margin)
-        if held and since >= self.grow_after and _regrets(opts, self.regret):
+        if held and since >= self.grow_after and regrets(opts, self.regret):
             # the last move measured far worse than predicted: undo it, but a held job is
             # never preempted: pinned at its smallest option, it may take any bigger one
             if opts and not run.stuck:
@@ -688,7 +665,7 @@ class DanluPolicy:
             capacity -= starving_reserve(all_options, starving, capacity, pinned)
         knobs = (self.hysteresis, grow, self.price_scale, self.spare_gain)
         # nothing waits: a job measured at one size only may explore idle GPUs
-        explore = None if waits or shared_waits else _explorers(movable, all_options)
+        explore = None if waits or shared_waits else explorers(movable, all_options)
         if self.alloc == "shares":  # heSRPT's delay of the jobs behind (danlu_shares)
             p_max, seen = self.share_p_max, self.share_measured
             chosen = share_walk(
@@ -757,36 +734,3 @@ _WAITING_FROM = attrgetter("waiting_from")
 _WAIT_SEQ = attrgetter("seq")
 _SHARED = attrgetter("shared")
 _SEQ = attrgetter("request.seq")
-
-
-def _waiting_since(job: JobStatus) -> float:
-    """Since when a pending job has waited without a break: its submission, or the last
-    time the policy preempted it (a job that ran is not starving again right away)."""
-    return max(job.request.submit_time, job.marks.get(STOPPED, -math.inf))
-
-
-def _explorers(jobs: list[JobStatus], options: list[list[Option]]) -> list[bool] | None:
-    """Which running jobs may take idle GPUs as an exploration move (``None``: none), for
-    :func:`danlu_alloc.spare_pass`: measured at no size above the one they run at (their
-    bigger options rest on the model's priors alone), and with nothing else to tell the
-    sizes apart -- no gradient statistics (a flat gain) and no in-process batch adaptation
-    (``observed["adaptive"]``). Such a job's one-point prior predicts a gain that the
-    ``hysteresis`` keep discount cancels, so without this it never measures a second
-    size; the ``regret`` rule undoes the move if it measured worse."""
-    out = [False] * len(jobs)
-    for i, job in enumerate(jobs):
-        seen = job.observed
-        if "grad_sqr" in seen or "grad_var" in seen or seen.get("adaptive") == 1:
-            continue
-        opts = options[i]
-        cur = job.allocation.num_gpus
-        bigger = [o for o in opts if o.gpus > cur]
-        out[i] = any(o.keep for o in opts) and bool(bigger) and not any(o.measured for o in bigger)
-    return out if any(out) else None
-
-
-def _regrets(options: list[Option], factor: float) -> bool:
-    """Whether keeping is ``factor`` times slower than the best other option."""
-    keep = min((o.seconds for o in options if o.keep), default=math.inf)
-    other = min((o.seconds for o in options if not o.keep), default=math.inf)
-    return keep < math.inf and keep > factor * other

@@ -222,6 +222,25 @@ def forget_on_new_sizes(order: RankedJobs, seen: list[object], cluster: Cluster)
         seen[:] = [sizes]
 
 
+SizedKeyFunction = Callable[[JobStatus, float, Cluster | None], tuple[RankKey, float]]
+"""``(job, now, cluster) -> (key, valid_until)``: a :data:`KeyFunction` that also reads the
+cluster's GPU sizes (a policy's ``rank_key``)."""
+
+
+def key_on_cluster(
+    order: RankedJobs, seen: list[object], cluster: Cluster, rank_key: SizedKeyFunction
+) -> KeyFunction:
+    """``rank_key`` bound to ``cluster``: the key function a round ranks ``order`` by, once
+    ``order`` forgot its ranks if the cluster's GPU sizes changed since ``seen``
+    (:func:`forget_on_new_sizes`)."""
+    forget_on_new_sizes(order, seen, cluster)
+
+    def key(job: JobStatus, now: float) -> tuple[RankKey, float]:
+        return rank_key(job, now, cluster)
+
+    return key
+
+
 def _entry_key(entry: tuple[JobStatus, RankKey, float]) -> RankKey:
     return entry[1]
 

@@ -14,7 +14,7 @@ from danlu.sched.policies.queue_round import queue_round
 from danlu.sched.policies.ranked import (
     RankedJobs,
     RankKey,
-    forget_on_new_sizes,
+    key_on_cluster,
     ranked_pending,
 )
 from danlu.sched.share_size import ranked_gpus
@@ -53,7 +53,7 @@ class SjfPolicy:
     )
     """The pending jobs in order, kept from round to round (a transparent cache)."""
     _sizes: list[object] = field(default_factory=list, init=False, repr=False, compare=False)
-    """The cluster's GPU sizes the cached order was ranked for (:func:`forget_on_new_sizes`)."""
+    """The cluster's GPU sizes the cached order was ranked for (:func:`.ranked.key_on_cluster`)."""
 
     def __post_init__(self) -> None:
         check_options(self, self.option_ranges)
@@ -71,12 +71,7 @@ class SjfPolicy:
         return (size, req.seq, req.id), math.inf
 
     def schedule(self, view: ClusterView) -> Plan:
-        cluster = view.cluster
-        forget_on_new_sizes(self._queue, self._sizes, cluster)
-
-        def key(job: JobStatus, now: float) -> tuple[RankKey, float]:
-            return self.rank_key(job, now, cluster)
-
+        key = key_on_cluster(self._queue, self._sizes, view.cluster, self.rank_key)
         order = self._queue.update(view.pending, view.time, key).jobs
         return queue_round(
             view, order, self.placement, self.backfill, self.reserve, memo=self._packing

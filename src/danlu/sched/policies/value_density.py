@@ -27,7 +27,7 @@ from danlu.sched.policies.options import INF, OptionRange, check_options
 from danlu.sched.policies.ranked import (
     RankedJobs,
     RankKey,
-    forget_on_new_sizes,
+    key_on_cluster,
     ranked_pending,
 )
 from danlu.sched.policies.ranked_round import ranked_round
@@ -63,7 +63,7 @@ class ValueDensityPolicy:
     :mod:`.ranked`): a waiting job's rank does not change while it waits, so a round ranks
     and inserts only the jobs new to the queue instead of sorting 10,000 again."""
     _sizes: list[object] = field(default_factory=list, init=False, repr=False, compare=False)
-    """The cluster's GPU sizes the cached order was ranked for (:func:`forget_on_new_sizes`)."""
+    """The cluster's GPU sizes the cached order was ranked for (:func:`.ranked.key_on_cluster`)."""
 
     def __post_init__(self) -> None:
         check_options(self, self.option_ranges)
@@ -105,12 +105,7 @@ class ValueDensityPolicy:
 
     def schedule(self, view: ClusterView) -> Plan:
         now = view.time
-        cluster = view.cluster
-        forget_on_new_sizes(self._pending, self._sizes, cluster)
-
-        def rank(job: JobStatus, at: float) -> tuple[RankKey, float]:
-            return self.rank_key(job, at, cluster)
-
+        rank = key_on_cluster(self._pending, self._sizes, view.cluster, self.rank_key)
         pending = self._pending.update(view.pending, now, rank)
 
         def running() -> tuple[list[RankKey], list[JobStatus]]:
