@@ -166,6 +166,7 @@ def test_the_attempts_are_found_through_the_index(sqlite_db: Database) -> None:
     scan of the job's records: a job holds hundreds of thousands of them."""
     job_id = _job(sqlite_db)
     _report(sqlite_db, job_id, 1, [{"step": 1, "loss": 1.0}])
+    _report(sqlite_db, job_id, 2, [{"step": 1, "loss": 1.0, "rollback": 1}])
     statements: list[tuple[str, Any]] = []
 
     def seen(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_args: Any) -> None:
@@ -178,12 +179,18 @@ def test_the_attempts_are_found_through_the_index(sqlite_db: Database) -> None:
             metrics.supersession(s, job_id)
         finally:
             event.remove(engine, "before_cursor_execute", seen)
-        assert len(statements) == 1, statements
-        statement, parameters = statements[0]
-        plan = s.connection().exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
-        details = [str(row[-1]) for row in plan]
-    assert not [d for d in details if d.startswith("SCAN job_metrics")], details
-    assert any("ix_job_metrics_job_id_attempt_step" in d for d in details), details
+        # the attempts' first steps in one statement, then the rollback generations' by
+        # seeks (metrics._generation_firsts): five for one generation of one attempt
+        assert len(statements) == 1 + 5, statements
+        plans = []
+        for statement, parameters in statements:
+            plan = s.connection().exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
+            plans.append([str(row[-1]) for row in plan])
+    for details in plans:
+        assert not [d for d in details if d.startswith("SCAN job_metrics")], details
+    assert any("ix_job_metrics_job_id_attempt_step" in d for d in plans[0]), plans[0]
+    for details in plans[1:]:
+        assert any("ix_job_metrics_job_id_rollback" in d for d in details), details
 
 
 def test_the_migration_adds_and_drops_the_attempts_keeping_the_records(db: Database) -> None:

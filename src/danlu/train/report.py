@@ -350,6 +350,9 @@ class MetricsReporter:
         self._reasons: set[tuple[str, str]] = set()
         """The (field, fault) pairs a WARNING told of already (see :meth:`_leave_out`)."""
         self.last: dict[str, Any] | None = None
+        self.rollback = 0
+        """The rollback generation of the records reported now (:meth:`rewind`), sent to the
+        API as their ``rollback`` field when above 0 (a file is cut back instead)."""
         self.scheduler_batch: int | None = None
         """The global batch size the scheduler last set for this job, from the reply to a
         metrics POST (a ``Rebatch`` changes it without restarting the job); ``None`` until
@@ -369,10 +372,12 @@ class MetricsReporter:
             self._thread.start()
 
     def report(self, record: dict[str, Any]) -> None:
-        """Queue one record (never blocks, never raises)."""
+        """Queue one record (never blocks, never raises); for the API, after a rollback
+        (:meth:`rewind`), a copy of it carrying ``rollback``, its generation."""
         self.last = record
         if self.active:
-            self._queue.append(record)
+            marked = self.rollback and self.url is not None and isinstance(record, dict)
+            self._queue.append({**record, "rollback": self.rollback} if marked else record)
 
     def flush_soon(self) -> None:
         """Ask the shipping thread to ship what is queued now, without waiting for it (the
@@ -507,7 +512,8 @@ class MetricsReporter:
         version) is left out with a WARNING. A JSONL file first loses the records of steps
         after ``step`` at its end (:func:`~danlu.train.metrics_file.cut_after_step`): the
         run redoes those steps, and their records were in the file twice (the API keeps
-        one attempt's by itself)."""
+        one attempt's by itself). Records reported from now on carry the latest ``rollback``
+        generation of those put back (their run's, sealed after its rollbacks)."""
         if self.path is not None and step is not None:
             with self._io:
                 self._cut_file(self.path, step)
@@ -523,6 +529,8 @@ class MetricsReporter:
             )
         with self._io, self._lock:
             self._outbox.extendleft(reversed(requests))
+        generations = (r.get("rollback") for q in requests for r in q.records)
+        self.rollback = max([self.rollback, *(g for g in generations if type(g) is int)])
         return sum(len(r.records) for r in requests)
 
     def rewind(self, step: int) -> int:
@@ -531,8 +539,10 @@ class MetricsReporter:
         and the replay's (a resume cuts them, :meth:`resend`; a rollback did not). So the
         file loses them at its end (:func:`~danlu.train.metrics_file.cut_after_step`), and
         so do the records not written yet; returns how many of those were dropped. A
-        reporter that sends its records to the API (and so writes no file) drops none: each
-        is sent once, the replay's after the first try's."""
+        reporter that sends its records to the API drops none: those reported from now on
+        carry the next ``rollback`` generation (1, then 2, ...), and the API hides the
+        first try's records of the steps the replay reported again."""
+        self.rollback += 1
         if self.path is None:
             return 0
         dropped = 0

@@ -426,6 +426,8 @@ class JobMetric(Base):
         Index("ix_job_metrics_job_id_step", "job_id", "step"),
         # the first step of each of a job's attempts, by seeks (a loose index scan)
         Index("ix_job_metrics_job_id_attempt_step", "job_id", "attempt", "step"),
+        # the first step of each rollback generation of an attempt, by seeks
+        Index("ix_job_metrics_job_id_rollback", "job_id", "rollback", "attempt", "step"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -436,6 +438,10 @@ class JobMetric(Base):
     attempt: Mapped[int | None] = mapped_column(Integer, default=None)
     """The job's attempt (:attr:`Job.attempt`) whose run reported the record; null for a
     record stored before attempts were kept (read as attempt 0, before every run)."""
+    rollback: Mapped[int | None] = mapped_column(Integer, default=None)
+    """The rollback generation within its attempt (danlu.train's in-process rollback to a
+    checkpoint: the replay's records say 1, after a second rollback 2, ...); null for 0. A
+    later generation of the attempt hides the earlier ones' records from its first step on."""
 
 
 class JobMetricKey(Base):

@@ -457,4 +457,4 @@ def get_metrics(
         if not superseded and after_id is None:
             return [metric_out(m) for m in rows]
         seen = metrics.supersession(session, job.id)
-        return [metric_out(m, seen.superseded(m.attempt, m.step)) for m in rows]
+        return [metric_out(m, seen.superseded(m.attempt, m.step, m.rollback)) for m in rows]

@@ -452,11 +452,15 @@ def feed_event_out(row: FeedEvent) -> dict[str, Any]:
 
 def metric_out(metric: JobMetric, superseded: bool | None = None) -> dict[str, Any]:
     """A metric record: its step, time and values; with ``superseded`` (whether a later
-    attempt of the job went back over it) also that and the ``attempt`` whose run reported
-    it (null: stored before attempts were kept), which replace values of those names."""
+    attempt of the job, or a later rollback generation of its attempt, went back over it)
+    also that and the ``attempt`` whose run reported it (null: stored before attempts were
+    kept), and its ``rollback`` generation within that attempt when above 0, which replace
+    values of those names."""
     out = {**metric.data, "step": metric.step, "time": metric.time}
     if superseded is not None:
         out.update(attempt=metric.attempt, superseded=superseded)
+        if metric.rollback:  # absent before any rollback: as the records of every run before
+            out["rollback"] = metric.rollback
     return out
 
 

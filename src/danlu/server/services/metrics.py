@@ -14,17 +14,39 @@ steps are **superseded**: a record is when a later attempt of the job reported a
 below its step. The list hides them unless asked (:func:`list_metrics`), and
 :class:`Supersession` tells which they are. Several records of one step within one attempt
 (a train loss and an eval) are all kept. Records stored before attempts were kept count as
-attempt 0."""
+attempt 0.
+
+Within one attempt, danlu.train may roll back in process to a checkpoint (anomaly recovery)
+and redo the steps after it: the replay's records carry ``rollback`` (:data:`ROLLBACK`), its
+rollback generation (1, after a second rollback 2, ...), and a record of an earlier
+generation of the attempt is superseded when a later generation of it reported a step at or
+below its step, as by a later attempt. A record is thus superseded when a record of a later
+(attempt, generation) pair reported a step at or below its own. A record without the field
+is of the attempt's latest generation so far (0 before any rollback: the first try's; a
+user's eval sent during the replay is the replay's), so a client that never sends it is
+told apart by attempts alone, as before."""
 
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sqlalchemy import ColumnElement, Select, case, delete, func, literal, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    and_,
+    case,
+    delete,
+    func,
+    literal,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -40,6 +62,11 @@ from danlu.server.services.retention import DAY
 from danlu.server.services.settled import settled_only
 
 MAX_BATCH = 1000
+ROLLBACK: Final = "rollback"
+"""The record field naming its rollback generation within its attempt (an integer >= 0;
+absent: the attempt's latest so far): stored apart from the record's values."""
+MAX_ROLLBACK: Final = 2**31 - 1
+"""The largest rollback generation taken (the column's range)."""
 MAX_READ = 10_000
 KEY_HEADER: Final = "Idempotency-Key"
 """The request header naming a metrics POST (:func:`check_key`)."""
@@ -106,6 +133,28 @@ def forget_keys(session: Session, now: float | None, limit: int) -> int:
     return delete_some(session, JobMetricKey, JobMetricKey.created_at < cutoff, limit)
 
 
+def _rollback_of(record: Any, where: str) -> tuple[Any, int | None]:
+    """``record`` without its :data:`ROLLBACK` field, and that field (``None`` when absent or
+    null); a :class:`SpecError` naming ``<where>.rollback`` when it is not a whole number
+    from 0 to :data:`MAX_ROLLBACK`. A record that is not an object is returned as it is (its
+    check names it)."""
+    if not isinstance(record, Mapping) or ROLLBACK not in record:
+        return record, None
+    value = record[ROLLBACK]
+    rest = {k: v for k, v in record.items() if k != ROLLBACK}
+    if value is None:
+        return rest, None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_ROLLBACK:
+        shown = repr(value) if isinstance(value, (bool, int, float)) else type(value).__name__
+        raise SpecError(
+            f"{where}.{ROLLBACK}",
+            f"{shown[:40]} is not a rollback generation: send a whole number from 0 to "
+            f"{MAX_ROLLBACK} (0 for the first try's records, 1 for the replay's after a "
+            "rollback to a checkpoint, 2 after a second, ...), or leave the field out",
+        )
+    return rest, value
+
+
 def reporting_attempt(job: Job, run_token: bool) -> int:
     """The attempt whose run reports records for ``job`` now (read with the job's row
     locked): with the token of the job's run (``run_token``), the run that holds the job's
@@ -153,7 +202,10 @@ def ingest(
     Each record is stored with the attempt of the run reporting it
     (:func:`reporting_attempt`; ``run_token``: the request carries the token of the job's
     run, ``DANLU_TOKEN``); a finished job's, with the attempt of its last run that reported
-    (:func:`_finished_attempt`): records added after the end supersede none of the job's."""
+    (:func:`_finished_attempt`): records added after the end supersede none of the job's.
+    A record's ``rollback`` (:data:`ROLLBACK`, an integer >= 0, else a :class:`SpecError`
+    naming ``metrics.<i>.rollback``) is stored as its generation within that attempt; a
+    record without it, as the attempt's latest generation so far (0 before any rollback)."""
     t = resolve_now(now)
     if key is not None:
         check_key(key)
@@ -176,11 +228,20 @@ def ingest(
     else:
         attempt = reporting_attempt(job, run_token)
     rows = []
+    stored_latest: int | None = None  # the attempt's latest rollback generation, read once
+    batch_latest = 0  # the latest of this request's records so far
     for i, record in enumerate(records):
+        record_values, rollback = _rollback_of(record, f"metrics.{i}")
         try:
-            checked = check_record(record, f"metrics.{i}", t)
+            checked = check_record(record_values, f"metrics.{i}", t)
         except RecordError as exc:  # a plain SpecError: its class is the 422's error type
             raise SpecError(exc.field, exc.message) from None
+        if rollback is None:  # the attempt's latest generation so far
+            if stored_latest is None:
+                firsts = _generation_firsts(session, job.id)
+                stored_latest = max((r for a, r, _ in firsts if a == attempt), default=0)
+            rollback = max(stored_latest, batch_latest)
+        batch_latest = max(batch_latest, rollback)
         ckpt = checked.data.get("checkpoint_step")
         if isinstance(ckpt, int) and not isinstance(ckpt, bool):
             checkpoint = max(checkpoint or 0, ckpt)
@@ -192,6 +253,7 @@ def ingest(
                 time=checked.time,
                 data=checked.data,
                 attempt=attempt,
+                rollback=rollback or None,  # null for 0, as the records stored before
             )
         )
     if key is not None:
@@ -245,22 +307,24 @@ def _raise_to(column: Any, value: int) -> Any:
 
 @dataclass(frozen=True)
 class Supersession:
-    """Which of a job's records a later attempt went back over (:func:`supersession`).
+    """Which of a job's records a later attempt, or a later rollback generation of their
+    attempt, went back over (:func:`supersession`).
 
-    ``bounds``: ``(attempt, step)`` pairs, by attempt: a record whose attempt (0 for none)
-    is at most ``attempt`` and above the previous pair's is superseded from ``step`` on,
-    the smallest step an attempt after ``attempt`` reported. The steps only grow along the
-    pairs (each is a minimum over fewer attempts than the one before), and pairs of one
-    step are merged into the one of the higher attempt. Records of the job's last attempt
-    are above every pair: never superseded."""
+    A record's key is its ``(attempt, rollback)`` pair (0 for either when null), ordered as
+    tuples. ``bounds``: ``(attempt, rollback, step)`` triples, by key: a record whose key is
+    below the triple's ``(attempt, rollback)`` and not below the previous triple's is
+    superseded from ``step`` on, the smallest step reported under that key or a later one.
+    The steps only grow along the triples (each is a minimum over fewer keys than the one
+    before), and triples of one step are merged into the one of the higher key. Records of
+    the job's last key are below no triple: never superseded."""
 
-    bounds: tuple[tuple[int, int], ...] = ()
+    bounds: tuple[tuple[int, int, int], ...] = ()
 
-    def superseded(self, attempt: int | None, step: int) -> bool:
-        """Whether a record of ``attempt`` (None: stored before attempts, attempt 0) at
-        ``step`` is superseded."""
-        at = bisect.bisect_left(self.bounds, (attempt or 0,))
-        return at < len(self.bounds) and step >= self.bounds[at][1]
+    def superseded(self, attempt: int | None, step: int, rollback: int | None = None) -> bool:
+        """Whether a record of ``attempt`` (None: stored before attempts, attempt 0) and
+        rollback generation ``rollback`` (None: 0) at ``step`` is superseded."""
+        at = bisect.bisect_right(self.bounds, (attempt or 0, rollback or 0, math.inf))
+        return at < len(self.bounds) and step >= self.bounds[at][2]
 
     def clause(self) -> ColumnElement[bool] | None:
         """The SQL condition of a record that is *not* superseded; None when none is. Its
@@ -268,35 +332,79 @@ class Supersession:
         parameters, of which SQLite takes a limited number)."""
         if not self.bounds:
             return None
+
+        def number(value: int) -> Any:
+            return literal(value, literal_execute=True)
+
         attempt = func.coalesce(JobMetric.attempt, 0)
-        since = case(
-            *[
-                (attempt <= literal(a, literal_execute=True), literal(s, literal_execute=True))
-                for a, s in self.bounds
-            ],
-            else_=literal(MAX_INT + 1, literal_execute=True),  # beyond every step
-        )
+        rollback = func.coalesce(JobMetric.rollback, 0)
+        whens: list[tuple[ColumnElement[bool], Any]] = []
+        for a, r, s in self.bounds:
+            below = attempt < number(a)  # the key (attempt, rollback) below (a, r)
+            if r > 0:
+                below = or_(below, and_(attempt == number(a), rollback < number(r)))
+            whens.append((below, number(s)))
+        since = case(*whens, else_=number(MAX_INT + 1))  # beyond every step
         return JobMetric.step < since
 
 
 def supersession(session: Session, job_id: str) -> Supersession:
     """Which of the job's records are superseded: from each attempt's first (smallest) step,
     read with two index seeks an attempt (``ix_job_metrics_job_id_attempt_step``), not a
-    scan of the job's records."""
-    return supersession_of(_first_steps(session, job_id))
+    scan of the job's records, and each rollback generation's (:func:`_generation_firsts`)."""
+    return supersession_of(_first_steps(session, job_id), _generation_firsts(session, job_id))
 
 
-def supersession_of(first_steps: Sequence[tuple[int, int]]) -> Supersession:
+def supersession_of(
+    first_steps: Sequence[tuple[int, int]],
+    generations: Sequence[tuple[int, int, int]] = (),
+) -> Supersession:
     """:class:`Supersession` from ``(attempt, smallest step)`` of each attempt from 1 on that
     reported a record, by attempt (what :func:`supersession` reads, or what a reader of
-    all the records found)."""
-    bounds: list[tuple[int, int]] = []  # by attempt, from the last
-    lowest: int | None = None  # the smallest first step of this attempt and those after
-    for attempt, step in reversed(first_steps):
+    all the records found), and ``(attempt, rollback, smallest step)`` of each rollback
+    generation from 1 on that reported one (:func:`_generation_firsts`; none: the records are
+    told apart by attempt alone)."""
+    firsts: dict[tuple[int, int], int] = {(a, 0): s for a, s in first_steps}
+    for a, r, s in generations:
+        firsts[a, r] = min(s, firsts.get((a, r), s))
+    bounds: list[tuple[int, int, int]] = []  # by key, from the last
+    lowest: int | None = None  # the smallest first step of this key and those after
+    for (attempt, rollback), step in sorted(firsts.items(), reverse=True):
         lowest = step if lowest is None else min(lowest, step)
-        if not bounds or bounds[-1][1] != lowest:  # else the later bound covers these too
-            bounds.append((attempt - 1, lowest))
+        if not bounds or bounds[-1][2] != lowest:  # else the later bound covers these too
+            bounds.append((attempt, rollback, lowest))
     return Supersession(tuple(reversed(bounds)))
+
+
+def _generation_firsts(session: Session, job_id: str) -> list[tuple[int, int, int]]:
+    """``(attempt, rollback, smallest step)`` of each rollback generation from 1 on that
+    reported a record of the job, by attempt then generation: index seeks
+    (``ix_job_metrics_job_id_rollback``), two for each generation and one more, and two for
+    each of its attempts; a single seek for a job that never rolled back."""
+    found: list[tuple[int, int, int]] = []
+    rollback = 0
+    mine = JobMetric.job_id == job_id
+    while True:
+        following = session.scalar(
+            select(func.min(JobMetric.rollback)).where(mine, JobMetric.rollback > rollback)
+        )
+        if following is None:
+            break
+        rollback = int(following)
+        attempt = -1
+        while True:
+            at = JobMetric.rollback == rollback
+            next_attempt = session.scalar(
+                select(func.min(JobMetric.attempt)).where(mine, at, JobMetric.attempt > attempt)
+            )
+            if next_attempt is None:
+                break
+            attempt = int(next_attempt)
+            step = session.scalar(
+                select(func.min(JobMetric.step)).where(mine, at, JobMetric.attempt == attempt)
+            )
+            found.append((attempt, rollback, int(step or 0)))
+    return sorted(found)
 
 
 _SEEK = JobMetric.__table__.alias("seek")
