@@ -6,6 +6,7 @@
 const API = "/api/v1";
 const TOKEN_KEY = "danlu-token";
 const REFRESH_MS = 2000;
+const REQUEST_TIMEOUT_MS = 30000;  // the longest one API request may take
 const UNFINISHED = ["PENDING", "RUNNING", "PREEMPTING", "RESTARTING"];
 const ACTIVE = ["RUNNING", "PREEMPTING", "RESTARTING"];  // on GPUs, or about to be again
 const SHOWN_JOBS = 200;  // rows of the Jobs table
@@ -27,12 +28,20 @@ let generation = 0;  // of the newest refresh(): an older one ending after it re
 let refreshing = 0;  // the generation of the newest refresh while it is in flight, else 0
 let shownJob = null;  // the id of the job whose detail panel is open
 let shownEnded = false;  // that job had ended when the panel last showed it
+// the last action's failure (a Cancel refused, ...): the status line keeps it after each
+// refresh until the next action or sign-out, so that a refresh 2 s later does not wipe it
+let actionError = "";
 
 function el(tag, text, className) {
   const node = document.createElement(tag);
   if (text !== undefined && text !== null) node.textContent = String(text);
   if (className) node.className = className;
   return node;
+}
+
+function actionFailed(text) {
+  actionError = text;
+  setStatus(text, true);
 }
 
 function setStatus(text, error) {
@@ -42,28 +51,41 @@ function setStatus(text, error) {
 }
 
 async function api(path, options) {
-  const response = await request(path, options);
-  return response.json();
+  return request(path, options, (response) => response.json());
 }
 
-async function request(path, options) {
+async function request(path, options, read) {
+  // the answer to one API request, read by read(response); one not read in full within
+  // REQUEST_TIMEOUT_MS is given up with an error (no status: a passing one), so that the page
+  // never waits for ever on a server or proxy that holds the connection, saying it is current
   const init = options || {};
   const headers = { Authorization: "Bearer " + sessionStorage.getItem(TOKEN_KEY) };
   if (init.body !== undefined) headers["Content-Type"] = "application/json";
-  const response = await fetch(API + path, { ...init, headers });
-  if (!response.ok) {
-    let message = response.status + " " + response.statusText;
-    try {
-      const body = await response.json();
-      if (body && body.error && body.error.message) message = body.error.message;
-    } catch (_) {
-      // not JSON: keep the status line
+  const controller = new AbortController();
+  const timeout = setTimeout(() => controller.abort(), REQUEST_TIMEOUT_MS);
+  try {
+    const response = await fetch(API + path, { ...init, headers, signal: controller.signal });
+    if (!response.ok) {
+      let message = response.status + " " + response.statusText;
+      try {
+        const body = await response.json();
+        if (body && body.error && body.error.message) message = body.error.message;
+      } catch (_) {
+        // not JSON: keep the status line
+      }
+      const error = new Error(message);
+      error.status = response.status;
+      throw error;
     }
-    const error = new Error(message);
-    error.status = response.status;
+    return await read(response);
+  } catch (error) {
+    if (controller.signal.aborted && error.status === undefined) {
+      throw new Error("no answer from the server in " + REQUEST_TIMEOUT_MS / 1000 + " s");
+    }
     throw error;
+  } finally {
+    clearTimeout(timeout);
   }
-  return response;
 }
 
 function bytes(n) {
@@ -105,6 +127,7 @@ function renderNodes(nodes) {
   const states = {};
   for (const node of nodes) {
     const state = node.state || "ready";
+    const name = node.name + (node.fake ? " (fake)" : "");  // as danlu nodes and top say it
     states[state] = (states[state] || 0) + 1;
     let why = state !== "ready" && node.cordon_reason ? state + ": " + node.cordon_reason : state;
     if (node.close_at !== null && node.close_at !== undefined) {  // a maintenance window
@@ -116,7 +139,7 @@ function renderNodes(nodes) {
       // reading): a row of its own all the same, with its state and its admin's actions
       const row = el("tr");
       row.dataset.node = node.name;
-      row.appendChild(el("td", node.name));
+      row.appendChild(el("td", name));
       row.appendChild(el("td", why, "node-" + state));
       for (let i = 0; i < 5; i += 1) row.appendChild(el("td", "-"));  // gpu .. jobs
       row.appendChild(nodeActions(node, state));
@@ -128,7 +151,7 @@ function renderNodes(nodes) {
       allocated += (gpu.allocated_milli || 0) / 1000;
       const row = el("tr");
       row.dataset.node = node.name;
-      row.appendChild(el("td", i === 0 ? node.name : ""));
+      row.appendChild(el("td", i === 0 ? name : ""));
       row.appendChild(el("td", i === 0 ? why : "", "node-" + state));
       const gpuState = gpu.state || "ready";
       const gpuWhy = gpuState === "ready" ? "" : " (" + gpuState + (gpu.cordon_reason ? ": " + gpu.cordon_reason : "") + ")";
@@ -216,6 +239,7 @@ function closeAsked(node, state, what) {
 
 async function nodeAct(name, what, gpu, asked) {
   // asked: the body the admin confirmed (a reason for a new close), or nothing
+  actionError = "";
   try {
     const body = { ...(asked || {}) };
     if (gpu !== undefined) body.gpu = gpu;
@@ -224,7 +248,7 @@ async function nodeAct(name, what, gpu, asked) {
     await refresh();
   } catch (error) {
     const where = gpu === undefined ? name : name + " GPU " + gpu;
-    setStatus(what + " " + where + ": " + error.message, true);
+    actionFailed(what + " " + where + ": " + error.message);
   }
 }
 
@@ -330,11 +354,12 @@ function renderSweeps(newest, running) {
 }
 
 async function cancelSweep(id) {
+  actionError = "";
   try {
     await api("/sweeps/" + encodeURIComponent(id) + "/cancel", { method: "POST" });
     await refresh();
   } catch (error) {
-    setStatus("cancel sweep " + id + ": " + error.message, true);
+    actionFailed("cancel sweep " + id + ": " + error.message);
   }
 }
 
@@ -422,7 +447,7 @@ async function loadJobs(unfinished) {
   return {
     jobs,
     note: "showing " + jobs.length + " of " + more + total + " unfinished jobs: every running " +
-      "one, and the pending ones of highest priority, oldest first (danlu jobs lists them all)",
+      "one, and the pending ones of highest priority, oldest first (danlu ls --all lists them all)",
   };
 }
 
@@ -465,7 +490,8 @@ async function refresh() {
     renderProjects(projects);
     // shown once it holds this user's view: never an empty or a previous user's one
     document.getElementById("main").hidden = false;
-    setStatus("updated " + new Date().toLocaleTimeString());
+    const updated = "updated " + new Date().toLocaleTimeString();
+    setStatus(actionError ? updated + "; " + actionError : updated, actionError !== "");
     if (shownJob !== null && !shownEnded) await showJob(shownJob, mine);  // it follows the job
   } catch (error) {
     if (usageDue) refreshes = 0;  // the next one asks for the usage this one did not get
@@ -577,6 +603,7 @@ async function showJob(id, round) {
   if (!again) {
     shownJob = id;
     shownEnded = false;
+    actionError = "";
   }
   try {
     const [job, events, why, records] = await Promise.all([
@@ -585,7 +612,7 @@ async function showJob(id, round) {
     ]);
     let log = "";
     try {
-      log = await (await request(path + "/logs?tail=" + LOG_TAIL)).text();
+      log = await request(path + "/logs?tail=" + LOG_TAIL, undefined, (r) => r.text());
     } catch (error) {
       log = "(log: " + error.message + ")";
     }
@@ -616,11 +643,15 @@ async function showJob(id, round) {
       detail.scrollIntoView();  // it is below every table: brought to the clicker
     }
   } catch (error) {
-    if (shownJob === id) setStatus("show " + id + ": " + error.message, true);
+    if (shownJob !== id) return;
+    const text = "show " + id + ": " + error.message;
+    if (again) setStatus(text, true);
+    else actionFailed(text);  // a click's: kept as an action's
   }
 }
 
 async function act(job, what) {
+  actionError = "";
   try {
     if (what === "cancel" || what === "rerun") {
       await api("/jobs/" + encodeURIComponent(job.id) + "/" + what, { method: "POST" });
@@ -630,7 +661,7 @@ async function act(job, what) {
     }
     await refresh();
   } catch (error) {
-    setStatus(what + " " + job.id + ": " + error.message, true);
+    actionFailed(what + " " + job.id + ": " + error.message);
   }
 }
 
@@ -668,6 +699,7 @@ function signOut(message) {
   timer = null;
   retry = null;
   me = null;
+  actionError = "";
   signIns += 1;  // a start() still in flight goes no further
   refreshes = 0;
   generation += 1;  // a refresh still in flight renders nothing
