@@ -229,9 +229,9 @@ def test_other_replies_with_fields_of_the_wrong_type(
 def test_show_names_an_event_id_it_cannot_read_on_from(monkeypatch: pytest.MonkeyPatch) -> None:
     """A full page of events whose last id is not a number: the next page cannot be asked
     for; an error naming the field, not a ValueError."""
-    from danlu.cli import jobs as jobs_cli
+    from danlu.cli import job_views
 
-    monkeypatch.setattr(jobs_cli, "EVENTS_PAGE", 1)
+    monkeypatch.setattr(job_views, "EVENTS_PAGE", 1)
     job = {"id": "j1", "name": "a", "state": "RUNNING"}
     serve_replies(monkeypatch, {"/jobs/j1": job, "/jobs/j1/events": [EVENT | {"id": "x"}]})
     code, _, err = invoke(main_cli.app, "show", "j1")

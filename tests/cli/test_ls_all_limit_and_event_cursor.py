@@ -15,6 +15,7 @@ from cli_fake_api import FakeApi, serve_commands
 from rich.console import Console
 from typer.testing import CliRunner
 
+from danlu.cli import job_views
 from danlu.cli import jobs as jobs_cli
 
 APP = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -67,7 +68,7 @@ def test_show_stops_at_a_server_that_answers_the_same_events_again(
     fake: FakeApi, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     job = fake.add_job("cycler", "RUNNING")
-    page = [_event(job["id"], i) for i in range(1, jobs_cli.EVENTS_PAGE + 1)]
+    page = [_event(job["id"], i) for i in range(1, job_views.EVENTS_PAGE + 1)]
     asked: list[int] = []
 
     def events(self: Any, job_id: str, after_id: int = 0, limit: int = 100) -> list[Any]:
@@ -80,7 +81,7 @@ def test_show_stops_at_a_server_that_answers_the_same_events_again(
     code, _, err = run("show", job["id"], "--json")
     assert code == 2
     assert "later events cannot be read" in err
-    assert asked == [0, jobs_cli.EVENTS_PAGE]
+    assert asked == [0, job_views.EVENTS_PAGE]
 
 
 def test_top_into_a_pipe_prints_a_frame_each_interval(

@@ -10,6 +10,7 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import pytest
 from cli_fake_api import FakeApi, invoke, serve_commands
@@ -66,3 +67,34 @@ def test_a_pipe_handed_over_open_is_still_read(api: FakeApi, no_hang: None) -> N
         os.close(read_end)
     assert code == 0, out + err
     assert [job["name"] for job in api.jobs.values()] == ["piped"]
+
+
+@pytest.mark.parametrize("command", [["submit"], ["sweep", "submit"]])
+def test_the_spec_file_is_looked_at_once(
+    api: FakeApi, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, command: list[str]
+) -> None:
+    """The argument's parser and the spec loader both looked whether SPEC was a named pipe
+    (two ``lstat`` calls); the loader's check is the one every caller gets, and is kept."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: once\ncommand: [echo, hi]\n")
+    looked: list[str] = []
+    lstat = os.lstat
+
+    def counted(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        looked.append(os.fspath(path))
+        return lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", counted)
+    invoke(app, *command, str(spec))
+    assert looked.count(str(spec)) == 1
+
+
+def test_a_key_path_written_twice_is_no_named_pipe(api: FakeApi, tmp_path: Path) -> None:
+    """The loader names ``path`` for a named pipe and for a key ``path`` the file holds
+    twice: the latter is said as the loader says it, of the file."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("path: a\npath: b\nname: twice\ncommand: [echo]\n")
+    code, out, err = invoke(app, "submit", str(spec))
+    assert code == 2, out + err
+    assert " ".join(err.split()).startswith(f"error: {spec}: path: written twice")
+    assert api.requests == []

@@ -81,3 +81,21 @@ def test_the_commands_say_so_in_an_error_line(
     assert flat.startswith("error: POST /api/v1/") and "no text 'id'" in flat, flat
     assert "check before sending it again" in flat
     assert "submitted" not in out
+
+
+@pytest.mark.parametrize(
+    "reply", [{"id": "s1", "total": 2}, {"id": "s1", "name": "a", "total": 2, "spec": "[2]"}]
+)
+def test_an_array_reply_without_its_name_or_a_spec_mapping_is_shown(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, reply: dict[str, Any]
+) -> None:
+    """``danlu submit --array`` read the reply's ``name`` as ``sweep['name']`` and its
+    ``spec`` as a mapping: a reply without the one or with the other not a mapping (a server
+    of another version) was a KeyError or AttributeError traceback, exit 1, after the array
+    was submitted."""
+    monkeypatch.setattr(jobs_cli, "client_factory", lambda home, url, token: _client(reply))
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: a\ncommand: [echo]\n")
+    code, out, err = invoke(app, "submit", str(spec), "--array", "0-1")
+    assert code == 0, out + err
+    assert "submitted array s1" in " ".join(out.split())

@@ -146,7 +146,7 @@ def test_a_server_that_does_not_take_before_id_is_read_by_offset() -> None:
         assert [job["id"] for job in client.iter_jobs(page=4)] == [j["id"] for j in jobs]
         assert sum("before_id" in params for params in asked) == 1  # asked once, refused
         offsets = [params["offset"] for params in asked if "before_id" not in params]
-        assert offsets[1:] == ["0", "3", "7"]  # from the start, each page overlapping
+        assert offsets == ["0", "3", "7"]  # on from the page read, each page overlapping
         asked.clear()
         assert len(list(client.iter_jobs(page=4))) == 10
         assert not any("before_id" in params for params in asked)  # not asked again
@@ -164,3 +164,30 @@ def test_a_cursor_refused_for_another_reason_is_raised() -> None:
         pytest.raises(InvalidRequestError, match="no job 'j01'"),
     ):
         list(client.iter_jobs(page=2))
+
+
+def test_offset_paging_resumes_after_the_jobs_read_by_cursor() -> None:
+    """The fallback to ``offset`` started again at offset 0: the first page was asked for
+    twice and its jobs read twice (by cursor, then by offset)."""
+    jobs = [{"id": f"j{i:02d}"} for i in range(9, 0, -1)]
+    asked: list[httpx.QueryParams] = []
+    with _older_server(jobs, asked) as client:
+        assert [job["id"] for job in client.iter_jobs(page=3)] == [j["id"] for j in jobs]
+    by_offset = [(params["offset"], params["limit"]) for params in asked[2:]]
+    assert by_offset == [("2", "4"), ("5", "4"), ("8", "4")]  # none at offset 0 again
+
+
+def test_a_server_that_ignores_before_id_is_read_on_from_the_first_page() -> None:
+    jobs = [{"id": f"j{i:02d}"} for i in range(7, 0, -1)]
+    asked: list[httpx.QueryParams] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:  # before_id dropped unread
+        params = request.url.params
+        asked.append(params)
+        offset, limit = int(params.get("offset", "0")), int(params["limit"])
+        return httpx.Response(200, json=jobs[offset : offset + limit])
+
+    with Client(URL, "tok", transport=httpx.MockTransport(handler)) as client:
+        assert [job["id"] for job in client.iter_jobs(page=3)] == [j["id"] for j in jobs]
+    assert [params["offset"] for params in asked] == ["0", "0", "2", "5"]
+    assert "before_id" in asked[1]

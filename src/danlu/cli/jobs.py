@@ -4,28 +4,28 @@ cancel / why / nodes / top``.
 Every command takes ``--home DIR`` (else ``DANLU_HOME``, else ``~/.danlu``) to find the server
 started by ``danlu up`` and its admin token; ``--url`` / ``--token`` (or ``DANLU_URL`` /
 ``DANLU_TOKEN``) override. Errors print one line and exit with code 2.
+
+``ls`` and ``show`` live in :mod:`danlu.cli.job_views`, the building of a spec to submit in
+:mod:`danlu.cli.spec_build`; this module holds what the commands share (the client, the
+consoles, the error and JSON output) and registers them all.
 """
 
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-import yaml
 from rich.console import RenderableType
 from rich.live import Live
-from rich.table import Table
 
+from danlu.cli import job_views, waiting
 from danlu.cli import top as top_view
 from danlu.cli import usage as usage_cli
-from danlu.cli import waiting
 from danlu.cli.markup import as_text, note_lines
 from danlu.cli.markup import console as cli_console
 from danlu.cli.options import (
@@ -37,32 +37,31 @@ from danlu.cli.options import (
     error_line,
     float_option,
     int_option,
-    job_states,
+    path_of,
     refuse_empty,
-    spec_file_of,
 )
 from danlu.cli.options import (
     fail as fail,  # re-exported: the commands' modules call common.fail
 )
 from danlu.cli.output import PIPE_CLOSED, quiet_stdout, write_bytes
-from danlu.cli.reply_fields import checked_events, checked_job, checked_jobs
-from danlu.cli.spec_flags import FlagValueError, by_flag
-from danlu.client import Client, ServerError
+from danlu.cli.spec_build import JOB_SPEC_FIX, build_spec
+from danlu.cli.spec_build import (  # re-exported: their import path before the module split
+    set_path as set_path,
+)
+from danlu.cli.spec_build import (
+    set_value as set_value,
+)
+from danlu.cli.spec_build import (
+    spec_body as spec_body,
+)
+from danlu.cli.spec_flags import FlagValueError
+from danlu.client import Client
 from danlu.client.rest import read_across_restart
 from danlu.config import load_client_settings
-from danlu.core.errors import DanluError, SpecError
+from danlu.core.errors import DanluError
 from danlu.core.job_array import array_sweep, parse_array
-from danlu.core.spec import TEXT_FIELDS, load_spec_data, parse_spec
-from danlu.core.spec_text import load_yaml
 from danlu.core.state import JobState
 from danlu.core.sweep import parse_sweep
-from danlu.core.units import (
-    SINCE_FORMS,
-    format_bytes,
-    format_duration,
-    format_energy,
-    parse_since,
-)
 
 console = cli_console()
 err = cli_console(stderr=True)
@@ -147,98 +146,12 @@ def print_plain(text: str) -> None:
 # -- submit ------------------------------------------------------------------------------------
 
 
-def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
-    """``data["a"]["b"] = value`` for ``dotted = "a.b"``, creating mappings on the way."""
-    parts = dotted.split(".")
-    if not all(parts):
-        raise SpecError(dotted, "an override key must be a dotted field name, e.g. resources.gpus")
-    node = data
-    for part in parts[:-1]:
-        child = node.get(part)
-        if child is None:
-            child = node[part] = {}
-        if not isinstance(child, dict):
-            raise SpecError(dotted, f"{part!r} is not a mapping, cannot set a field inside it")
-        node = child
-    node[parts[-1]] = value
-
-
-def build_spec(
-    path: Path, overrides: dict[str, Any], sets: list[str], after: Sequence[str] = ()
-) -> dict[str, Any]:
-    """Read ``path`` (YAML or JSON), apply flag overrides and ``--set key=value`` (values parsed
-    as YAML), add ``--after JOB[:CONDITION]`` to ``depends_on``, validate it locally, and
-    return the JSON body to submit (with the spec's ``array`` range, if it has one, as
-    text: the caller submits it as a job array)."""
-    data = load_spec_data(path)
-    if not isinstance(data, dict):
-        raise SpecError("", f"a job spec must be a mapping of fields, got {type(data).__name__}")
-    for key, value in overrides.items():
-        if value is not None:
-            set_path(data, key, value)
-    for item in sets:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise SpecError(key, f"--set {item!r}: write key=value, e.g. --set resources.gpus=2")
-        key = key.strip()
-        set_path(data, key, set_value(key, raw))
-    if after:
-        listed = data.get("depends_on") or []
-        data["depends_on"] = list(listed) if isinstance(listed, list) else [listed]
-        for item in after:
-            job, colon, condition = item.partition(":")
-            if colon and not condition.strip():
-                # --after "$JOB:$WHEN" with WHEN unset waited for the job to succeed
-                raise SpecError(
-                    "--after",
-                    f"{item!r} names no condition after ':'; write {job or 'ID'} (to succeed) "
-                    "or ID:failed, ID:finished, ID:started",
-                )
-            data["depends_on"].append({"job": job, "condition": condition or "succeeded"})
-    array = data.pop("array", None)
-    try:
-        body = spec_body(data)
-    except SpecError as exc:  # a field a flag gave is named by that flag
-        raise by_flag(exc, overrides, sets) from None
-    if array is not None:
-        body["array"] = str(array)
-    return body
-
-
-def set_value(key: str, raw: str) -> Any:
-    """The value of ``--set key=raw``: YAML read as a spec file is
-    (:func:`~danlu.core.spec_text.load_yaml`: ``2``, ``[A100, H100]``, ``null``; ``010`` is 10 and
-    ``1:00:00:00`` text, as in the file), but for an environment variable always the text as
-    written (``env.MODE=null``), and for a text field (:data:`~danlu.core.spec.TEXT_FIELDS`)
-    the text, not a number YAML reads in it (``name=2024``); ``null`` still unsets a text
-    field that may be unset. A mapping with a key written twice is refused, naming it."""
-    if key.startswith("env."):
-        return raw  # environment values are strings, never YAML numbers or null
-    try:
-        value = load_yaml(raw) if raw else ""
-    except SpecError as exc:  # a key written twice: its path within the field set
-        raise SpecError(f"{key}.{exc.field}" if exc.field else key, exc.message) from None
-    except (yaml.YAMLError, RecursionError, ValueError):  # ValueError: 5,000 digits
-        return raw
-    nullable = TEXT_FIELDS.get(key)
-    if nullable is None or isinstance(value, str) or (value is None and nullable):
-        return value
-    return raw
-
-
-def spec_body(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` validated as a job spec (errors name the field), as the JSON body to submit:
-    the fields it sets, defaults left out."""
-    spec = parse_spec(data)
-    return spec.model_dump(mode="json", exclude_defaults=True) | {"name": spec.name}
-
-
 def submit(
     spec: Annotated[
         Path,
         typer.Argument(
             help="Job spec file (YAML or JSON).",
-            parser=spec_file_of("SPEC", "give the job spec file (YAML or JSON)"),
+            parser=path_of("SPEC", JOB_SPEC_FIX),
         ),
     ],
     name: Annotated[str | None, typer.Option("--name", help="Override the job name.")] = None,
@@ -364,9 +277,10 @@ def _array_submitted(sweep: dict[str, Any], json_out: bool) -> None:
     if json_out:
         print_json(sweep)
         return
-    parallel = (sweep.get("spec") or {}).get("parallel")
+    spec = sweep.get("spec")  # a reply of another server's kind: shown without what it lacks
+    parallel = spec.get("parallel") if isinstance(spec, dict) else None
     console.print(
-        f"submitted array [bold]{as_text(sweep['id'])}[/bold] ({as_text(sweep['name'])}): "
+        f"submitted array [bold]{as_text(sweep['id'])}[/bold] ({as_text(sweep.get('name'))}): "
         f"{as_text(sweep.get('total'))} tasks, at most {as_text(parallel)} at once; "
         f"danlu sweep show {as_text(sweep['id'])}",
         highlight=False,
@@ -385,177 +299,6 @@ def _submitted(job: dict[str, Any], json_out: bool) -> None:
         + as_text(f"{job.get('state')}{waiting}"),
         highlight=False,
     )
-
-
-# -- ls / show ---------------------------------------------------------------------------------
-
-
-def ls(
-    ctx: typer.Context,
-    state: Annotated[
-        list[str] | None,
-        typer.Option("--state", "-s", help="Only jobs in this state (repeatable or a,b)."),
-    ] = None,
-    project: Annotated[str | None, typer.Option("--project", help="Only this project.")] = None,
-    user: Annotated[str | None, typer.Option("--user", help="Only this user's jobs.")] = None,
-    all_: Annotated[bool, typer.Option("--all", "-a", help="Every job, not only the newest.")] = (
-        False
-    ),
-    limit: Annotated[
-        int,
-        int_option("--limit", help="Newest N jobs.", example="100", low=1, high=1000),
-    ] = 100,
-    since: Annotated[
-        str | None,
-        typer.Option("--since", help=f"Submitted since then: {SINCE_FORMS}."),
-    ] = None,
-    name: Annotated[
-        str | None, typer.Option("--name", help="Named like this: train-*, run-? (quote it).")
-    ] = None,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-) -> None:
-    """List jobs, newest first."""
-    source = ctx.get_parameter_source("limit")
-    if all_ and source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
-        # --all lists every job: a --limit beside it was dropped without a word
-        raise fail("--limit: --all lists every job; give one of --all and --limit, not both")
-    try:
-        for flag, value in (("--project", project), ("--user", user), ("--name", name)):
-            # an unset shell variable (--project "$P") matched no job: "no jobs", no word
-            refuse_empty(flag, value, f"give a {flag[2:]}, or leave {flag} out to list every one")
-        states = job_states(list(state or []))
-        start = None if since is None else parse_since(since, time.time(), "--since")
-    except SpecError as exc:
-        raise fail(exc) from None
-    with connect(home, url, token) as client:
-        try:
-            if all_:
-                found = client.iter_jobs(states, project=project, user=user, since=start, name=name)
-                jobs = list(found)
-            else:
-                jobs = client.list_jobs(
-                    states, project=project, user=user, limit=limit, since=start, name=name
-                )
-        except DanluError as exc:
-            raise fail(exc) from None
-    if json_out:
-        print_json(jobs)
-        return
-    if not jobs:
-        console.print("no jobs")
-        return
-    problems: list[str] = []
-    console.print(top_view.jobs_table(checked_jobs(jobs, problems), width=console.width))
-    fail_on(problems)
-
-
-SHOWN_EVENTS = 100
-"""How many of a job's events ``danlu show --json`` holds (the table shows the last 20)."""
-
-
-def recent_events(client: Client, job: str, keep: int = SHOWN_EVENTS) -> list[dict[str, Any]]:
-    """The job's ``keep`` most recent events, oldest first: the server lists them from the
-    oldest, so they are read a page at a time after the last one seen."""
-    kept: deque[dict[str, Any]] = deque(maxlen=keep)
-    after = 0
-    while True:
-        page = client.events(job, after_id=after, limit=EVENTS_PAGE)
-        kept.extend(page)
-        if len(page) < EVENTS_PAGE:
-            return list(kept)
-        last = page[-1].get("id")
-        if not isinstance(last, int) or isinstance(last, bool):  # no cursor to read on from
-            raise ServerError(
-                200,
-                "http",
-                None,
-                f"server sent {last!r} for field id of an event of job "
-                f"{job}, expected a whole number: its later events cannot be read",
-            )
-        if last <= after:  # the server did not read on from ``after``: it would loop forever
-            raise ServerError(
-                200,
-                "http",
-                None,
-                f"server answered events of job {job} after id {after} with id {last}, not "
-                "later ones: its later events cannot be read",
-            )
-        after = last
-
-
-EVENTS_PAGE = 1000
-"""Events read a request (the server's most)."""
-
-
-def show(
-    job: JobArg,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-) -> None:
-    """Show one job, with its allocation and recent events."""
-    with connect(home, url, token) as client:
-        try:
-            data = client.get_job(job)
-            events = recent_events(client, str(data.get("id", job)))
-        except DanluError as exc:
-            raise fail(exc) from None
-    if json_out:
-        print_json(data | {"events": events})
-        return
-    problems: list[str] = []
-    _show_job(checked_job(data, problems), checked_events(events, problems))
-    fail_on(problems)
-
-
-def _show_job(data: dict[str, Any], events: list[dict[str, Any]]) -> None:
-    """``danlu show``'s tables of a job and its last events (fields of the type the API
-    gives them, :mod:`danlu.cli.reply_fields`)."""
-    table = Table(show_header=False, box=None, padding=(0, 2))
-    table.add_column(style="bold")
-    table.add_column()
-    for key in ("id", "name", "project", "user", "priority"):
-        table.add_row(key, as_text(data.get(key)))
-    table.add_row("state", top_view.state_text(str(data.get("state"))))
-    for key in ("restarts", "preemptions", "exit_code", "batch_size", "checkpoint_step"):
-        if data.get(key) is not None:
-            table.add_row(key, as_text(data[key]))
-    table.add_row("gpus", as_text(top_view.gpus_of(data)))
-    if data.get("time_limit"):
-        table.add_row(
-            "time_limit",
-            f"{format_duration(float(data['time_limit']))} "
-            f"({format_duration(float(data.get('run_time') or 0))} used by runs ended)",
-        )
-    if data.get("energy_joules") is not None:
-        table.add_row("energy", format_energy(float(data["energy_joules"])))
-    for key in ("submitted_at", "started_at", "finished_at", "deadline_at", "held_at", "purged_at"):
-        if data.get(key):
-            table.add_row(key, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data[key])))
-    for a in data.get("allocation") or []:
-        share = f"{(a.get('milli') or 0) / 10:.0f}% compute, {format_bytes(a.get('memory') or 0)}"
-        table.add_row("allocation", as_text(f"{a.get('node')} gpu {a.get('gpu')}: {share}"))
-    if data.get("pending_reason"):
-        table.add_row("pending", as_text(data["pending_reason"]))
-    command = (data.get("spec") or {}).get("command")
-    if command:
-        table.add_row("command", as_text(shlex.join(str(arg) for arg in command)))
-    console.print(table)
-    if events:
-        ev = Table(title="events", title_justify="left")
-        for col in ("time", "from", "to", "reason"):
-            ev.add_column(col)
-        for e in events[-20:]:
-            stamp = e.get("time")  # none, or one left out as not a time: no time shown
-            when = "-" if stamp is None else time.strftime("%H:%M:%S", time.localtime(stamp))
-            ev.add_row(
-                when, as_text(e.get("old") or "-"), as_text(e.get("new")), as_text(e.get("reason"))
-            )
-        console.print(ev)
 
 
 # -- logs / cancel / why -----------------------------------------------------------------------
@@ -774,6 +517,7 @@ def register(app: typer.Typer) -> None:
     """Add ``submit``, ``wait``, ``ls``, ``show``, ``logs``, ``cancel``, ``rerun``,
     ``update``, ``hold``, ``release``, ``why``, ``usage`` and ``top`` (the node commands are
     :mod:`danlu.cli.nodes`')."""
-    commands = (submit, waiting.wait, ls, show, logs, cancel, rerun, update, hold, release, why)
+    reading = (job_views.ls, job_views.show, logs)
+    commands = (submit, waiting.wait, *reading, cancel, rerun, update, hold, release, why)
     for command in (*commands, usage_cli.usage, top):
         app.command(name=command.__name__)(command)

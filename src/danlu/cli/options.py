@@ -14,7 +14,7 @@ from danlu.cli.markup import as_text
 from danlu.cli.markup import console as cli_console
 from danlu.cli.output import stderr_written
 from danlu.core.errors import SpecError
-from danlu.core.spec import refuse_named_pipe
+from danlu.core.spec import load_spec_data, refuse_named_pipe
 from danlu.core.state import JobState
 from danlu.core.values import plain_number_text
 
@@ -64,24 +64,24 @@ def path_of(name: str, fix: str) -> Callable[[str], Path]:
     return parse
 
 
-def spec_file_of(name: str, fix: str) -> Callable[[str], Path]:
-    """:func:`path_of` for the spec file argument ``name`` (``danlu submit``, ``danlu sweep
-    submit``), refusing a named pipe (``mkfifo``) with an error line and exit 2, as the
-    spec loader does (:func:`~danlu.core.spec.refuse_named_pipe`), naming the argument:
-    reading one waits for a writer, with no writer for ever. A pipe this process was handed
-    open (``/dev/stdin``, the ``/dev/fd/63`` of ``danlu submit <(envsubst < job.yaml)``) is
-    a link to it, not the pipe by name: still read."""
-    as_path = path_of(name, fix)
-
-    def parse(text: str) -> Path:
-        path = as_path(text)
-        try:
-            refuse_named_pipe(text, name, fix)
-        except SpecError as exc:
-            raise fail(exc) from None
-        return path
-
-    return parse
+def load_spec_file(path: Path, fix: str) -> Any:
+    """The data of the spec file argument ``SPEC`` (``danlu submit``, ``danlu sweep
+    submit``), read by :func:`~danlu.core.spec.load_spec_data`, whose check for a named pipe
+    (``mkfifo``: reading one waits for a writer, with no writer for ever) is the only one
+    made: one it refuses is an error line naming ``SPEC`` (``fix``: what to give instead)
+    and exit 2. A pipe this process was handed open (``/dev/stdin``, the ``/dev/fd/63`` of
+    ``danlu submit <(envsubst < job.yaml)``) is a link to it, not the pipe by name: still
+    read. Other errors are raised as the loader raises them."""
+    try:
+        return load_spec_data(path)
+    except SpecError as exc:
+        if exc.field != "path":  # the loader refuses a named pipe naming "path"
+            raise
+        try:  # that refusal again, naming the argument (looked at only on this error path)
+            refuse_named_pipe(path, "SPEC", fix)
+        except SpecError as named:
+            raise fail(named) from None
+        raise  # no pipe: a key "path" written twice in the file, say, raised as it is
 
 
 def _plain_number(flag: str, adapter: TypeAdapter[Any], example: str) -> Callable[[Any], Any]:

@@ -30,10 +30,11 @@ from typing import Annotated, Any
 
 import typer
 
-from danlu.cli.jobs import connect, err, fail, set_path, spec_body
+from danlu.cli.jobs import connect, err, fail
 from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, TokenOpt, UrlOpt, int_option, path_of, refuse_empty
 from danlu.cli.output import PIPE_CLOSED, quiet_stdout, stderr_written, write_bytes
+from danlu.cli.spec_build import set_path, spec_body
 from danlu.cli.spec_flags import by_flag
 from danlu.client import Client
 from danlu.config import caller_env

@@ -20,7 +20,7 @@ OVERRIDE_FLAGS = {
     "max_restarts": "--max-restarts",
 }
 """The ``danlu submit`` (and ``danlu run``) flag that sets each spec field (the
-``overrides`` of :func:`~danlu.cli.jobs.build_spec`)."""
+``overrides`` of :func:`~danlu.cli.spec_build.build_spec`)."""
 
 
 class FlagValueError(SpecError):

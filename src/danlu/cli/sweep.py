@@ -25,11 +25,11 @@ from danlu.cli.options import (
     UrlOpt,
     empty_error,
     int_option,
-    spec_file_of,
+    load_spec_file,
+    path_of,
 )
 from danlu.cli.reply_fields import SWEEP
 from danlu.core.errors import DanluError, SpecError
-from danlu.core.spec import load_spec_data
 from danlu.core.sweep import parse_sweep
 
 sweep_app = typer.Typer(
@@ -38,6 +38,8 @@ sweep_app = typer.Typer(
     no_args_is_help=True,
 )
 SweepArg = Annotated[str, typer.Argument(help="The sweep's id.")]
+SWEEP_SPEC_FIX = "give the sweep spec file (YAML or JSON)"
+"""What to give instead of a SPEC refused (empty, or a named pipe)."""
 
 
 @sweep_app.command("submit")
@@ -46,7 +48,7 @@ def sweep_submit(
         Path,
         typer.Argument(
             help="Sweep spec file (YAML or JSON).",
-            parser=spec_file_of("SPEC", "give the sweep spec file (YAML or JSON)"),
+            parser=path_of("SPEC", SWEEP_SPEC_FIX),
         ),
     ],
     json_out: JsonOpt = False,
@@ -56,7 +58,7 @@ def sweep_submit(
 ) -> None:
     """Validate a sweep spec locally, then submit it: its first trials are queued at once."""
     try:
-        data = load_spec_data(spec)
+        data = load_spec_file(spec, SWEEP_SPEC_FIX)
         parse_sweep(data)
     except DanluError as exc:
         raise common.fail(f"{spec}: {exc}") from None

@@ -288,13 +288,15 @@ class Client(AccountCalls):
         leaving the filter meanwhile shifts. A server that does not take ``before_id`` (one
         of an older version: a 422 naming it as an unknown query parameter, or a page that
         brings a job already read: the parameter ignored) is read by ``offset`` instead, each
-        page overlapping the one before (:func:`~danlu.core.paging.read_pages`), the jobs
-        already yielded not again; this client then pages so from then on. A server that
+        page overlapping the one before (:func:`~danlu.core.paging.read_pages`), from the
+        last job already read on (the pages read before are not asked for again, nor their
+        jobs yielded again); this client then pages so from then on. A server that
         ignores ``offset`` too (each page the first again: the reading never ended) is a
         :class:`ServerError` saying so, once the jobs of its first page are yielded."""
         check_positive_int("page", page)  # before a request (read_pages checks it lazily)
         filters: dict[str, Any] = {"project": project, "user": user, "since": since, "name": name}
         seen: set[str] = set()  # the ids yielded
+        read: list[JobDict] = []  # the jobs yielded, in order: the list's first places
         if not self._offset_paging:
             limit = min(page, MAX_PAGE)
             cursor: str | None = None  # the last job read: the next page is of those before
@@ -312,24 +314,38 @@ class Client(AccountCalls):
                     break  # before_id ignored (a server that refuses no query): by offset
                 for job, one in zip(batch, ids, strict=True):
                     seen.add(one)
+                    read.append(job)
                     yield job
                 if len(batch) < limit:
                     return
                 cursor = ids[-1]
             self._offset_paging = True
-        for job in self._jobs_by_offset(state, page, filters):
+        for job in self._jobs_by_offset(state, page, filters, read):
             one = str(job.get("id"))
             if one not in seen:
                 seen.add(one)
                 yield job
 
     def _jobs_by_offset(
-        self, state: str | Sequence[str] | None, page: int, filters: dict[str, Any]
+        self,
+        state: str | Sequence[str] | None,
+        page: int,
+        filters: dict[str, Any],
+        read: Sequence[JobDict] = (),
     ) -> Iterator[JobDict]:
         """:meth:`iter_jobs` by ``offset``, for a server that takes no ``before_id``: each
-        page overlaps the one before (:func:`~danlu.core.paging.read_pages`)."""
+        page overlaps the one before (:func:`~danlu.core.paging.read_pages`). ``read``: the
+        jobs already read from the list's head, in order (by ``before_id`` until the server
+        turned out not to take it): the pages that lie within them are answered from them,
+        not asked for again, so the first request is the one that overlaps their last job
+        (a job that left the list meanwhile sends it further back, as any page)."""
+        replay: Sequence[JobDict] | None = read  # None from the first request on
 
         def fetch(offset: int, limit: int) -> list[JobDict]:
+            nonlocal replay
+            if replay is not None and offset + limit <= len(replay):
+                return list(replay[offset : offset + limit])
+            replay = None  # the server answers every page from here (the head check too)
             return self.list_jobs(state, limit=limit, offset=offset, **filters)
 
         try:

@@ -1,0 +1,201 @@
+"""``danlu ls`` and ``danlu show``: jobs listed, one job shown with its recent events.
+Output goes through :data:`danlu.cli.jobs.console` (tests replace it), the client through
+:func:`danlu.cli.jobs.connect`."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections import deque
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from danlu.cli import jobs as common
+from danlu.cli import top as top_view
+from danlu.cli.markup import as_text
+from danlu.cli.options import (
+    HomeOpt,
+    JobArg,
+    JsonOpt,
+    TokenOpt,
+    UrlOpt,
+    int_option,
+    job_states,
+    refuse_empty,
+)
+from danlu.cli.reply_fields import checked_events, checked_job, checked_jobs
+from danlu.client import Client, ServerError
+from danlu.core.errors import DanluError, SpecError
+from danlu.core.units import SINCE_FORMS, format_bytes, format_duration, format_energy, parse_since
+
+
+def ls(
+    ctx: typer.Context,
+    state: Annotated[
+        list[str] | None,
+        typer.Option("--state", "-s", help="Only jobs in this state (repeatable or a,b)."),
+    ] = None,
+    project: Annotated[str | None, typer.Option("--project", help="Only this project.")] = None,
+    user: Annotated[str | None, typer.Option("--user", help="Only this user's jobs.")] = None,
+    all_: Annotated[bool, typer.Option("--all", "-a", help="Every job, not only the newest.")] = (
+        False
+    ),
+    limit: Annotated[
+        int,
+        int_option("--limit", help="Newest N jobs.", example="100", low=1, high=1000),
+    ] = 100,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help=f"Submitted since then: {SINCE_FORMS}."),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Named like this: train-*, run-? (quote it).")
+    ] = None,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """List jobs, newest first."""
+    source = ctx.get_parameter_source("limit")
+    if all_ and source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+        # --all lists every job: a --limit beside it was dropped without a word
+        raise common.fail("--limit: --all lists every job; give one of --all and --limit, not both")
+    try:
+        for flag, value in (("--project", project), ("--user", user), ("--name", name)):
+            # an unset shell variable (--project "$P") matched no job: "no jobs", no word
+            refuse_empty(flag, value, f"give a {flag[2:]}, or leave {flag} out to list every one")
+        states = job_states(list(state or []))
+        start = None if since is None else parse_since(since, time.time(), "--since")
+    except SpecError as exc:
+        raise common.fail(exc) from None
+    with common.connect(home, url, token) as client:
+        try:
+            if all_:
+                found = client.iter_jobs(states, project=project, user=user, since=start, name=name)
+                jobs = list(found)
+            else:
+                jobs = client.list_jobs(
+                    states, project=project, user=user, limit=limit, since=start, name=name
+                )
+        except DanluError as exc:
+            raise common.fail(exc) from None
+    if json_out:
+        common.print_json(jobs)
+        return
+    if not jobs:
+        common.console.print("no jobs")
+        return
+    problems: list[str] = []
+    common.console.print(
+        top_view.jobs_table(checked_jobs(jobs, problems), width=common.console.width)
+    )
+    common.fail_on(problems)
+
+
+SHOWN_EVENTS = 100
+"""How many of a job's events ``danlu show --json`` holds (the table shows the last 20)."""
+
+
+def recent_events(client: Client, job: str, keep: int = SHOWN_EVENTS) -> list[dict[str, Any]]:
+    """The job's ``keep`` most recent events, oldest first: the server lists them from the
+    oldest, so they are read a page at a time after the last one seen."""
+    kept: deque[dict[str, Any]] = deque(maxlen=keep)
+    after = 0
+    while True:
+        page = client.events(job, after_id=after, limit=EVENTS_PAGE)
+        kept.extend(page)
+        if len(page) < EVENTS_PAGE:
+            return list(kept)
+        last = page[-1].get("id")
+        if not isinstance(last, int) or isinstance(last, bool):  # no cursor to read on from
+            raise ServerError(
+                200,
+                "http",
+                None,
+                f"server sent {last!r} for field id of an event of job "
+                f"{job}, expected a whole number: its later events cannot be read",
+            )
+        if last <= after:  # the server did not read on from ``after``: it would loop forever
+            raise ServerError(
+                200,
+                "http",
+                None,
+                f"server answered events of job {job} after id {after} with id {last}, not "
+                "later ones: its later events cannot be read",
+            )
+        after = last
+
+
+EVENTS_PAGE = 1000
+"""Events read a request (the server's most)."""
+
+
+def show(
+    job: JobArg,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Show one job, with its allocation and recent events."""
+    with common.connect(home, url, token) as client:
+        try:
+            data = client.get_job(job)
+            events = recent_events(client, str(data.get("id", job)))
+        except DanluError as exc:
+            raise common.fail(exc) from None
+    if json_out:
+        common.print_json(data | {"events": events})
+        return
+    problems: list[str] = []
+    _show_job(checked_job(data, problems), checked_events(events, problems))
+    common.fail_on(problems)
+
+
+def _show_job(data: dict[str, Any], events: list[dict[str, Any]]) -> None:
+    """``danlu show``'s tables of a job and its last events (fields of the type the API
+    gives them, :mod:`danlu.cli.reply_fields`)."""
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    for key in ("id", "name", "project", "user", "priority"):
+        table.add_row(key, as_text(data.get(key)))
+    table.add_row("state", top_view.state_text(str(data.get("state"))))
+    for key in ("restarts", "preemptions", "exit_code", "batch_size", "checkpoint_step"):
+        if data.get(key) is not None:
+            table.add_row(key, as_text(data[key]))
+    table.add_row("gpus", as_text(top_view.gpus_of(data)))
+    if data.get("time_limit"):
+        table.add_row(
+            "time_limit",
+            f"{format_duration(float(data['time_limit']))} "
+            f"({format_duration(float(data.get('run_time') or 0))} used by runs ended)",
+        )
+    if data.get("energy_joules") is not None:
+        table.add_row("energy", format_energy(float(data["energy_joules"])))
+    for key in ("submitted_at", "started_at", "finished_at", "deadline_at", "held_at", "purged_at"):
+        if data.get(key):
+            table.add_row(key, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data[key])))
+    for a in data.get("allocation") or []:
+        share = f"{(a.get('milli') or 0) / 10:.0f}% compute, {format_bytes(a.get('memory') or 0)}"
+        table.add_row("allocation", as_text(f"{a.get('node')} gpu {a.get('gpu')}: {share}"))
+    if data.get("pending_reason"):
+        table.add_row("pending", as_text(data["pending_reason"]))
+    command = (data.get("spec") or {}).get("command")
+    if command:
+        table.add_row("command", as_text(shlex.join(str(arg) for arg in command)))
+    common.console.print(table)
+    if events:
+        ev = Table(title="events", title_justify="left")
+        for col in ("time", "from", "to", "reason"):
+            ev.add_column(col)
+        for e in events[-20:]:
+            stamp = e.get("time")  # none, or one left out as not a time: no time shown
+            when = "-" if stamp is None else time.strftime("%H:%M:%S", time.localtime(stamp))
+            ev.add_row(
+                when, as_text(e.get("old") or "-"), as_text(e.get("new")), as_text(e.get("reason"))
+            )
+        common.console.print(ev)
