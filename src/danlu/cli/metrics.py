@@ -39,9 +39,11 @@ DEFAULT_COLUMNS = 8
 FOLLOW_SECONDS = 2.0
 """Seconds between two reads while following."""
 _OWN = ("step", "time")
-RUN_FIELDS = ("attempt", "superseded")
+RUN_FIELDS = ("attempt", "rollback", "superseded")
 """The fields the API adds to a record read with ``superseded=true`` or by cursor: the
-attempt whose run reported it and whether a later attempt went back over it."""
+attempt whose run reported it, its rollback generation within that attempt (only above 0:
+reported after an in-process rollback to a checkpoint) and whether a later attempt or
+rollback went back over it."""
 
 
 def metric_keys(records: Sequence[dict[str, Any]], most: int = DEFAULT_COLUMNS) -> list[str]:
@@ -109,10 +111,20 @@ def table(records: Sequence[dict[str, Any]], keys: Sequence[str], runs: bool = F
     for record in records:
         cells = [escape(str(record.get("step"))), _clock(record.get("time"))]
         if runs:
-            cells += [cell(record.get("attempt")), "yes" if record.get("superseded") else "no"]
+            cells += [_attempt(record), "yes" if record.get("superseded") else "no"]
         cells += [escape(visible(cell(record.get(key)))) for key in keys]
         out.add_row(*cells)
     return out
+
+
+def _attempt(record: dict[str, Any]) -> str:
+    """The attempt that reported ``record``, with its rollback generation when above 0:
+    ``2`` or ``2 rollback 1`` (a record of the replay after an in-process rollback)."""
+    rollback = record.get("rollback")
+    shown = cell(record.get("attempt"))
+    if rollback:
+        shown += f" rollback {rollback}"
+    return shown
 
 
 def line(record: dict[str, Any], keys: Sequence[str], runs: bool = False) -> str:
@@ -122,7 +134,7 @@ def line(record: dict[str, Any], keys: Sequence[str], runs: bool = False) -> str
     escapes, as in :func:`table`."""
     parts = [f"step {record.get('step')}", _clock(record.get("time"))]
     if runs:
-        parts.append(f"attempt {cell(record.get('attempt'))}")
+        parts.append(f"attempt {_attempt(record)}")
         parts += ["superseded"] if record.get("superseded") else []
     parts += [f"{visible(key)} {visible(cell(record[key]))}" for key in keys if key in record]
     return "  ".join(parts)

@@ -261,6 +261,7 @@ METRIC_FIELDS: Mapping[str, Field] = {
     "step": WHOLE,
     "time": Field("POSIX seconds", _is_stored_time),
     "attempt": WHOLE,
+    "rollback": WHOLE,
     "superseded": FLAG,
 }
 """A metric record's own fields that ``danlu metrics`` renders; its ``time`` any number (one
