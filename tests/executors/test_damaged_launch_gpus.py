@@ -23,8 +23,8 @@ from danlu.executors import GpusBusyError, GpuSlot, Handle, LocalExecutor, recor
 CLUSTER = Cluster.homogeneous(1, 2)
 
 
-def _executor(state: Path) -> LocalExecutor:
-    return LocalExecutor(CLUSTER, state, base_env={}, cancel_grace=1.0)
+def _executor(state: Path, devices: dict[tuple[int, int], str] | None = None) -> LocalExecutor:
+    return LocalExecutor(CLUSTER, state, base_env={}, cancel_grace=1.0, devices=devices)
 
 
 @pytest.fixture
@@ -49,7 +49,10 @@ def test_a_damaged_running_run_keeps_its_gpus_after_a_restart(
         (run_dir / supervise.LAUNCH).write_text('{"job_id": "held-1", "gpus": []}')
     else:
         (run_dir / supervise.LAUNCH).unlink()
-    restarted = _executor(tmp_path / "state")
+    # restarted with other device indices: the run's CUDA_VISIBLE_DEVICES (0) names no GPU
+    # of it, so which GPUs the run holds is not known (test_damaged_launch_known_gpus: one
+    # it names is held alone)
+    restarted = _executor(tmp_path / "state", {(0, 0): "5", (0, 1): "6"})
     try:
         with caplog.at_level(logging.WARNING, logger="danlu.executors.rundirs"):
             for gpu in (0, 1):  # which of the GPUs it holds is not known

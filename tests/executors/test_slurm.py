@@ -461,3 +461,23 @@ def test_a_run_requeued_and_started_again_ends_with_its_new_runs_exit(
     assert (status.outcome, status.exit_code) == (Outcome.FAILED, 4), status
     log = ex.logs(handle)[0].decode()
     assert log.count("ready") == 2 and "DUE TO JOB REQUEUE" in log
+
+
+def test_a_run_without_its_launch_record_holds_the_gpus_of_its_slurm_jobs_node(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    first = executor(slurm, tmp_path / "state")
+    code = "import time; print('ready', flush=True); time.sleep(60)"
+    handle = first.submit(launch("lost-1", code, gpus=(GpuSlot(1, 0),)))
+    wait_text(first, handle, "ready")
+    slurm_id = first._load(handle)[1]["slurm_id"]
+    assert first._commands.jobs([slurm_id])[slurm_id].name == "danlu.lost-1.0"
+    (first._runs / "lost-1" / "launch.json").unlink()
+    second = executor(slurm, tmp_path / "state")  # reads the runs from their records
+    try:
+        with pytest.raises(GpusBusyError, match="held by job lost-1"):
+            second.submit(launch("other-1", "pass", gpus=(GpuSlot(1, 3),)))
+        other = second.submit(launch("other-2", "print('ok')", gpus=(GpuSlot(0, 0),)))
+        assert wait(second, other).outcome is Outcome.SUCCEEDED
+    finally:
+        slurm.run("scancel", str(slurm_id))

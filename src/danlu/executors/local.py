@@ -50,6 +50,7 @@ from danlu.executors.base import (
     ExecStatus,
     GpuSharingExecutor,
     Handle,
+    HeldGpus,
     JobLaunch,
     Outcome,
     RunState,
@@ -159,10 +160,8 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         check_slots(self._cluster, job.gpus)
         out = []
         for slot in job.gpus:
-            if self._devices is None:
-                out.append(str(self._cluster.gpu_offset(slot.node) + slot.gpu))
-            elif (device := self._devices.get((slot.node, slot.gpu))) is not None:
-                out.append(str(device))
+            if (device := self._device(slot.node, slot.gpu)) is not None:
+                out.append(device)
             else:
                 node = self._cluster.nodes[slot.node].name
                 raise NodeLaunchError(
@@ -172,6 +171,14 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
                     nodes=(node,),
                 )
         return ",".join(out)
+
+    def _device(self, node: int, gpu: int) -> str | None:
+        """The ``CUDA_VISIBLE_DEVICES`` entry of GPU ``gpu`` of node ``node`` (None: the
+        ``devices`` map has none for it)."""
+        if self._devices is None:
+            return str(self._cluster.gpu_offset(node) + gpu)
+        device = self._devices.get((node, gpu))
+        return None if device is None else str(device)
 
     def child_env(self, job: JobLaunch, account: Account | None = None) -> dict[str, str]:
         """The job's environment: ``base_env`` (without inherited ``DANLU_*``), the job's own
@@ -336,6 +343,14 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         (its command line names the supervisor and ``run_dir``, so a pid the job wrote
         there names no other process to kill). None when there is none, or the run
         recorded its exit."""
+        pid = self._live_supervisor(run_dir)
+        if pid is None:
+            return None
+        return f"its supervisor (pid {pid}) still runs; stop it (kill {pid})"
+
+    def _live_supervisor(self, run_dir: Path) -> int | None:
+        """The pid of the live supervisor of the run in ``run_dir`` (:meth:`_still_runs`),
+        or None."""
         if records.read_exit(run_dir) is not None:
             return None
         job = records.read_job(run_dir)
@@ -345,8 +360,42 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
             (sup.get("pid"), sup.get("start")),
         ):
             if pid is not None and supervise.alive(pid, start) and _supervises(int(pid), run_dir):
-                return f"its supervisor (pid {pid}) still runs; stop it (kill {pid})"
+                return int(pid)
         return None
+
+    def _unread_gpus(self, run_dir: Path) -> HeldGpus | None:
+        """The GPUs of the run in ``run_dir``, running without a readable launch record, as
+        its live supervisor's environment names them (``CUDA_VISIBLE_DEVICES``, which the
+        launch set from the run's GPUs, mapped back through the ``devices`` map; an empty
+        one: none), held whole unless it has the memory limit of shares
+        (``DANLU_GPU_MEMORY_LIMIT``). The supervisor is danlu's, started with the job's
+        environment, and its environment is what it was started with, whatever the job
+        rewrote in the run directory. None when it cannot be read, lacks the variable (the
+        supervisor of a job run as another account gets a bare one) or names a device of
+        no GPU of the inventory: the run's GPUs are not known then."""
+        pid = self._live_supervisor(run_dir)
+        if pid is None:
+            return None
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            return None
+        env = dict(e.split(b"=", 1) for e in environ if b"=" in e)
+        visible = env.get(b"CUDA_VISIBLE_DEVICES")
+        if visible is None or pid != self._live_supervisor(run_dir):  # (its pid reused)
+            return None
+        devices: dict[str | None, list[tuple[int, int]]] = {}
+        for n, node in enumerate(self._cluster.nodes):
+            for gpu in range(node.gpus):  # (a map may give GPUs one device: all are held)
+                devices.setdefault(self._device(n, gpu), []).append((n, gpu))
+        gpus = []
+        for entry in filter(None, visible.decode("utf-8", "replace").split(",")):
+            if (slots := devices.get(entry.strip())) is None:
+                return None
+            gpus.extend(slots)
+        shared = b"DANLU_GPU_MEMORY_LIMIT" in env
+        stopping = (run_dir / supervise.STOP).exists()
+        return HeldGpus(run_dir.name, gpus, shared, stopping)
 
     def close(self) -> None:
         """Reap supervisors that have exited; running jobs keep running."""
@@ -460,10 +509,16 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         starting = not job and not (run_dir / supervise.HANDLING).exists()
         if starting and (run_dir / supervise.STOP).exists():
             return
-        if pid is not None and supervise.alive(pid, job.get("supervisor_start", sup.get("start"))):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid), signal.SIGTERM)
-        else:  # no supervisor: no grace
+        start = job.get("supervisor_start", sup.get("start"))
+        # through a pidfd (signal_process), only while it is the recorded process: the
+        # supervisor may exit and its pid be another's between a check and a plain kill
+        if (
+            pid is not None
+            and start is not None
+            and supervise.signal_process(int(pid), int(start), signal.SIGTERM)
+        ):
+            return
+        if not supervise.alive(pid, start):  # no supervisor (gone since): no grace
             _kill_group(job)
             kill_marked(launch.get("mark"))
 

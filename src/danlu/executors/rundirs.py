@@ -170,6 +170,13 @@ class RunDirExecutor(Executor):
         writing them into the next run's directory, and hold its GPUs unseen."""
         return None
 
+    def _unread_gpus(self, run_dir: Path) -> HeldGpus | None:
+        """Hook: the GPUs held by the run in ``run_dir``, which still runs without a readable
+        launch record, as this executor can learn them without the record (its processes,
+        its backend); None when it cannot (default), and every GPU is then taken as held
+        (:meth:`_held_unread`)."""
+        return None
+
     def _refuse_unreadable(self, run_dir: Path, job_id: str, doing: str) -> None:
         """Raise :class:`JobAlreadyRunningError` when the run in ``run_dir`` has no readable
         launch record and still runs (:meth:`_still_runs`): ``doing`` (launching it again,
@@ -414,23 +421,32 @@ class RunDirExecutor(Executor):
                 yield HeldGpus(launch["job_id"], self._gpus_now(launch), shared, stopping)
 
     def _held_unread(self, run_dir: Path) -> HeldGpus | None:
-        """Every GPU of the inventory, held whole, while the run in ``run_dir``, whose
-        launch record (naming its GPUs) is missing or damaged, still runs
-        (:meth:`_still_runs`; a warning says what runs and how to stop it): which GPUs it
-        holds is not known, and a launch onto them would share them with it unseen. None
-        when nothing of it runs."""
+        """The GPUs held by the run in ``run_dir``, whose launch record (naming its GPUs) is
+        missing or damaged, while it still runs (:meth:`_still_runs`; a warning says what
+        runs and how to stop it): those the executor finds another way
+        (:meth:`_unread_gpus`), else every GPU of the inventory, held whole (which it holds
+        is not known, and a launch onto them would share them with it unseen). None when
+        nothing of it runs."""
         running = self._still_runs(run_dir)
         if running is None:
             return None
+        held = self._unread_gpus(run_dir)
         if run_dir not in self._unread_warned:
             self._unread_warned.add(run_dir)
+            if held is None:
+                holds = "no other job is launched until it has exited, as its GPUs are not known"
+            else:
+                named = ", ".join(f"{node}/{gpu}" for node, gpu in held.gpus) or "none"
+                holds = f"it holds GPU(s) {named} (node/gpu) until it has exited"
             log.warning(
-                "job %s still runs, though its launch record %s is missing or damaged: %s; "
-                "no other job is launched until it has exited, as its GPUs are not known",
+                "job %s still runs, though its launch record %s is missing or damaged: %s; %s",
                 run_dir.name,
                 run_dir / supervise.LAUNCH,
                 running,
+                holds,
             )
+        if held is not None:
+            return held
         nodes = self.inventory().nodes
         gpus = [(n, gpu) for n, node in enumerate(nodes) for gpu in range(node.gpus)]
         return HeldGpus(run_dir.name, gpus, shared=False, stopping=False)

@@ -95,6 +95,7 @@ from danlu.executors.base import (
     ExecStatus,
     GpuSharingExecutor,
     Handle,
+    HeldGpus,
     JobLaunch,
     MultiNodeExecutor,
     Outcome,
@@ -473,24 +474,57 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         twice on its GPUs, the old run's tasks writing into the new run's directory.
         Raises :class:`SlurmUnavailableError` when Slurm cannot be asked (nothing is
         deleted then)."""
-        prefix = f"{_STATE_PREFIX}.{run_dir.name}."
         try:
-            named = self._commands.named(prefix)
+            live = self._named_live(run_dir)
         except SlurmError as exc:
             raise SlurmUnavailableError(
                 f"cannot ask Slurm whether job {run_dir.name} still runs: {exc}"
             ) from exc
-        live = sorted(
-            i
-            for i, (name, state) in named.items()
-            if name[len(prefix) :].isdecimal()
-            and name[len(prefix) :].isascii()
-            and SlurmJob(i, state).running
-        )
         if not live:
             return None
         ids = " ".join(map(str, live))
         return f"Slurm job {ids} of it still runs; stop it (scancel {ids})"
+
+    def _named_live(self, run_dir: Path) -> list[int]:
+        """The ids of the Slurm jobs named as a run of the job of ``run_dir``
+        (``danlu.JOB_ID.ATTEMPT``, any attempt) that Slurm may still run."""
+        prefix = f"{_STATE_PREFIX}.{run_dir.name}."
+        return sorted(
+            i
+            for i, (name, state) in self._commands.named(prefix).items()
+            if name[len(prefix) :].isdecimal()
+            and name[len(prefix) :].isascii()
+            and SlurmJob(i, state).running
+        )
+
+    def _unread_gpus(self, run_dir: Path) -> HeldGpus | None:
+        """Every GPU of the nodes of the Slurm jobs of the run in ``run_dir``, which still
+        runs without a readable launch record (:meth:`_named_live`): the nodes Slurm gave
+        them (``NodeList``), or those they asked for while they wait (``ReqNodeList``, the
+        run's ``--nodelist``). Which GPUs of a node the run has is in its run directory
+        (its task file), which the job can rewrite, so they are all held, whole. None (the
+        run's GPUs not known: every GPU is held) when Slurm names no nodes for one of them
+        or cannot be asked."""
+        names: set[str] = set()
+        try:
+            for slurm_id in self._named_live(run_dir):
+                job = self._commands.job(slurm_id)
+                if job is None or not job.running:
+                    continue  # ended since
+                if not job.node_list:
+                    return None
+                names.update(self._commands.hostnames(job.node_list))
+        except SlurmError as exc:
+            log.warning("cannot ask Slurm for the nodes of job %s: %s", run_dir.name, exc)
+            return None
+        nodes = self.inventory().nodes
+        gpus = [
+            (n, gpu)
+            for n, node in enumerate(nodes)
+            if node.name in names
+            for gpu in range(node.gpus)
+        ]
+        return HeldGpus(run_dir.name, gpus, shared=False, stopping=False)
 
     def _slurm_id(self, run_dir: Path, launch: dict[str, Any]) -> int | None:
         """The run's Slurm job id; looked up by name when the launch record lacks it (a
@@ -513,6 +547,38 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         save_launch(run_dir, launch)
         return kept
 
+    def _run_state(
+        self, run_dir: Path, launch: dict[str, Any]
+    ) -> tuple[int | None, SlurmJob | None]:
+        """The run's Slurm job id (:meth:`_slurm_id`) and Slurm's state of it, checked to be
+        the job of the run's name (``danlu.JOB_ID.ATTEMPT``): an id in the launch record
+        that Slurm lists under another name is no longer (a job Slurm forgot leaves its id
+        to later jobs) or never was (the job rewrote its record) this run's, and polls,
+        stops and clean-up would act on that other job. The run's job is then looked up by
+        its name (and its id recorded); none found, Slurm has forgotten it (state None,
+        the id kept for the messages; nothing is signalled by it)."""
+        slurm_id = self._slurm_id(run_dir, launch)
+        if slurm_id is None:
+            return None, None
+        state = self._slurm_state(slurm_id)
+        name = _run_name(launch["job_id"], launch["attempt"])
+        if state is None or state.name is None or state.name == name:
+            return slurm_id, state
+        log.warning(
+            "Slurm job %s of the launch record of job %s is named %r, not %s: not its run's; "
+            "looking its run up by name",
+            slurm_id,
+            launch["job_id"],
+            state.name,
+            name,
+        )
+        del launch["slurm_id"]
+        found = self._slurm_id(run_dir, launch)
+        if found is None:
+            launch["slurm_id"] = slurm_id
+            return slurm_id, None
+        return found, self._slurm_state(found)
+
     def _slurm_state(self, slurm_id: int) -> SlurmJob | None:
         """Slurm's state of ``slurm_id``; every live run is asked in one ``squeue`` call,
         at most once per ``poll_interval``."""
@@ -529,13 +595,12 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         recorded = self._recorded(run_dir, reason)
         if recorded is not None:
             return recorded
-        slurm_id = self._slurm_id(run_dir, launch)
+        slurm_id, state = self._run_state(run_dir, launch)
         if slurm_id is None:
             since = launch.get("sbatch_failed_at", launch["launched_at"])
             if self._clock() - since < START_TIMEOUT:
                 return ExecStatus(RunState.RUNNING, stop_reason=reason)
             return self._record(run_dir, _unsubmitted(launch, reason), reason)
-        state = self._slurm_state(slurm_id)
         if state is not None and state.running:
             pending = slurm_waiting.waiting(state)  # not running: PENDING, or held
             started = slurm_exits.note_start(launch, state)  # before note_wait ends the wait
@@ -621,13 +686,14 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         :func:`~danlu.executors.slurm_stops.enforce_stop` at the polls, and so does the
         SIGTERM when it cannot be sent now (the controller unreachable: the error is raised,
         and the SIGTERM sent again at the next polls until Slurm takes it)."""
-        slurm_id = self._slurm_id(run_dir, launch)
+        slurm_id, state = self._run_state(run_dir, launch)
         if slurm_id is None:  # not in Slurm yet: cancelled or signalled by the poll finding it
             if grace > 0:
                 slurm_stops.term_due(run_dir, launch)
             return
-        state = self._slurm_state(slurm_id)
-        if state is not None and slurm_waiting.waiting(state):
+        if state is None:  # ended and forgotten by Slurm: its id may be another job's now
+            return
+        if slurm_waiting.waiting(state):
             self._commands.cancel(slurm_id)
         elif grace <= 0:
             self._commands.cancel(slurm_id, "KILL")

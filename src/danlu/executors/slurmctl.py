@@ -179,6 +179,13 @@ class SlurmJob:
     signal: int | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    name: str | None = None
+    """The job's name (``danlu.JOB_ID.ATTEMPT`` for danlu's runs); None where it was not
+    read."""
+    node_list: str = ""
+    """The nodes it runs on (``scontrol``'s ``NodeList``, a Slurm hostlist: ``n[1-3]``), or,
+    not started yet, those it asked for (``ReqNodeList``); empty when neither is known (or
+    not read: ``squeue``'s)."""
 
     @property
     def running(self) -> bool:
@@ -311,6 +318,15 @@ def job_from_fields(fields: Mapping[str, str]) -> SlurmJob:
         signal=sig,
         started_at=_time(fields.get("StartTime")),
         finished_at=_time(fields.get("EndTime")),
+        name=fields.get("JobName"),
+        node_list=next(
+            (
+                listed
+                for key in ("NodeList", "ReqNodeList")
+                if (listed := fields.get(key, "").strip()) not in ("", "(null)", "None")
+            ),
+            "",
+        ),
     )
 
 
@@ -411,9 +427,11 @@ class SlurmCommands:
 
     def jobs(self, job_ids: Iterable[int]) -> dict[int, SlurmJob]:
         """The state of each of ``job_ids`` Slurm still knows (finished ones too, until its
-        ``MinJobAge``), with its reason (why it is pending) and, once it has started, its
-        start time; those it has forgotten are absent (``squeue -j`` fails with "Invalid
-        job id" when it knows none of them: none is known then). A state danlu does not
+        ``MinJobAge``), with its name, its reason (why it is pending) and, once it has
+        started, its start time; those it has forgotten are absent (``squeue -j`` fails with
+        "Invalid job id" when it knows none of them: none is known then). An id is any
+        job's, whoever submitted it: the caller checks the name (a job Slurm forgot leaves
+        its id to a later job of any name). A state danlu does not
         know (empty, or one a newer Slurm adds) is kept as printed, which
         :attr:`SlurmJob.running` takes as still running; a warning is logged once per job
         and state."""
@@ -422,20 +440,24 @@ class SlurmCommands:
             return {}
         listed = ",".join(map(str, ids))
         try:
-            out = self.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%S|%r", "-j", listed])
+            out = self.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%S|%j|%r", "-j", listed])
         except SlurmError as exc:
             if "Invalid job id" in str(exc):
                 return {}
             raise
         found: dict[int, SlurmJob] = {}
         for line in out.splitlines():
-            parts = line.strip().split("|", 3)
-            job_id = _job_id(parts[0]) if len(parts) == 4 else None
+            # (the name before the reason: danlu's names hold no "|", so theirs reads whole
+            # whatever the reason holds; a line of four fields has no name)
+            parts = line.strip().split("|", 4)
+            job_id = _job_id(parts[0]) if len(parts) in (4, 5) else None
             if job_id is not None:
-                state, start, reason = parts[1], parts[2], parts[3]
+                state, start, reason = parts[1], parts[2], parts[-1]
+                name = parts[3] if len(parts) == 5 else None
                 # a pending job's %S is when Slurm expects to start it, if at all
                 started = None if state == "PENDING" else _time(start)
-                found[job_id] = job = SlurmJob(job_id, state, reason, started_at=started)
+                job = SlurmJob(job_id, state, reason, started_at=started, name=name)
+                found[job_id] = job
                 if not job.known and (job_id, state) not in self._odd_states:
                     self._odd_states.add((job_id, state))
                     log.warning(
@@ -483,6 +505,11 @@ class SlurmCommands:
             if job_id is not None and parts[2].startswith(prefix):
                 found[job_id] = (parts[2], parts[1])
         return found
+
+    def hostnames(self, hostlist: str) -> list[str]:
+        """The node names of the Slurm hostlist ``hostlist`` (``n[1-3]``: n1, n2, n3), as
+        ``scontrol show hostnames`` expands it."""
+        return self.run(["scontrol", "show", "hostnames", hostlist]).split()
 
     def nodes(self, partition: str | None = None) -> list[SlurmNode]:
         """The nodes of ``partition`` (all nodes when None), in Slurm's order."""
