@@ -86,3 +86,20 @@ def test_a_sharded_checkpoint_without_meta_json_still_loads(two_runs: Path, tmp_
     (new / "meta.json").unlink(missing_ok=True)
     step, state = CheckpointManager(str(root), sharded=True).load_latest()  # type: ignore[misc]
     assert step == 10 and state["step"] == 10
+
+
+def test_torn_sharded_checkpoints_of_two_runs_resume_only_the_newer_run(
+    two_runs: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The older run's step 2 and the new run's step 10 both torn (each died in a commit):
+    the restart resumed the older run's step 1, as both runs' torn checkpoints named the run
+    resuming. Rank 0's meta.json records when the save started, past the older run's."""
+    root, new = _copy(two_runs, tmp_path)
+    (old,) = root.glob("ckpt-000000000002-*")
+    started = [json.loads((c / "meta.json").read_text())["started_ns"] for c in (old, new)]
+    assert started[0] < started[1] < json.loads((new / "MANIFEST.json").read_text())["created_ns"]
+    (old / "MANIFEST.json").unlink()
+    (new / "MANIFEST.json").unlink()
+    with caplog.at_level(logging.WARNING):
+        assert CheckpointManager(str(root), sharded=True).load_latest() is None
+    assert "no valid checkpoint of this run" in caplog.text

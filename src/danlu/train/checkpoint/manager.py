@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 import time
 import uuid
@@ -35,10 +34,19 @@ from danlu.train.checkpoint.manifest import FORMAT as FORMAT  # re-exported
 from danlu.train.checkpoint.manifest import FORMAT_FAMILY as _FORMAT_FAMILY
 from danlu.train.checkpoint.manifest import MANIFEST as MANIFEST  # re-exported
 from danlu.train.checkpoint.manifest import META as META  # re-exported
+from danlu.train.checkpoint.manifest import OWN_NAME as _OWN_NAME
 from danlu.train.checkpoint.manifest import PREFIX as _PREFIX
 from danlu.train.checkpoint.manifest import TENSORS as TENSORS  # re-exported
 from danlu.train.checkpoint.manifest import manifest_json, parse_manifest
+from danlu.train.checkpoint.reading import load_parts, verify_file
 from danlu.train.checkpoint.retention import kept_names
+from danlu.train.checkpoint.runs import (
+    TornCheckpoint,
+    next_time_ns,
+    of_runs,
+    resuming_runs,
+    torn_checkpoint,
+)
 from danlu.train.checkpoint.sharded import (
     METADATA,
     SKELETON,
@@ -64,12 +72,6 @@ from danlu.train.checks import (
 from danlu.train.state import CapturedState, IncompatibleCheckpointError
 
 log = logging.getLogger(__name__)
-
-_OWN_NAME = re.compile(r"ckpt-(?:[0-9]{12,}|-[0-9]{11,})-[0-9a-f]{8}")
-"""The names a save gives its directory (``ckpt-<step:012d>-<8 hex digits>``): retention
-removes only these. Another directory of the checkpoint directory that starts with ``ckpt-``
-(a ``ckpt-pretrained`` of the user's, another tool's ``ckpt-epoch3``) is not danlu's to
-delete: retention removed it with the rest at the first save."""
 
 
 class _OtherFormatError(DataError):
@@ -166,10 +168,9 @@ class CheckpointManager:
         """Checkpoints whose manifest the last :meth:`list_checkpoints` could not read for a
         passing reason (an ``EIO``, a permission: not :func:`damaged`): not removed by
         retention (a restart's first save deleted such a checkpoint, however new)."""
-        self._torn_runs: set[str] = set()
-        """The runs the ``meta.json`` of the checkpoints whose manifest the last
-        :meth:`list_checkpoints` found damaged (torn, malformed) name (one naming none adds
-        nothing)."""
+        self._torn: list[TornCheckpoint] = []
+        """The checkpoints whose manifest the last :meth:`list_checkpoints` found damaged
+        (torn, malformed, missing), with the run and start their ``meta.json`` names."""
         self.run_id: str | None = None
         """The run this manager's saves belong to, written in their manifests (``run``): the
         run of the checkpoint :meth:`load_latest` resumed from, so that a run keeps one id
@@ -296,14 +297,20 @@ class CheckpointManager:
                 "directory, not an object-store URL"
             )
         dist = torch.distributed
-        names = [f"{_PREFIX}{step:012d}-{uuid.uuid4().hex[:8]}", self.run_id]
+        started = None
+        if dist.get_rank() == 0:  # rank 0 alone: what fails here must not leave the rest waiting
+            try:  # in the broadcast; a listing refused here fails the commit's, on every rank
+                started = self._next_time_ns()
+            except OSError:
+                started = time.time_ns()
+        names = [f"{_PREFIX}{step:012d}-{uuid.uuid4().hex[:8]}", self.run_id, started]
         dist.broadcast_object_list(names, src=0)  # one directory name (and run) for all ranks
         name, self.run_id = str(names[0]), str(names[1])  # rank 0's run on every rank
         self._runs.add(self.run_id)
-        # its meta.json, written before any shard, names only its run (see _meta_run)
-        meta = json.dumps({"format": FORMAT, "run": self.run_id}).encode()
+        # its meta.json, written before any shard, names only its run and start (see runs)
+        meta = json.dumps({"format": FORMAT, "run": self.run_id, "started_ns": names[2]})
         try:
-            written = save_sharded(state, self.storage.join(name), (META, meta))
+            written = save_sharded(state, self.storage.join(name), (META, meta.encode()))
             failure = None
             if dist.get_rank() == 0:
                 failure = self._commit_shards(name, step, written, metrics)
@@ -349,23 +356,27 @@ class CheckpointManager:
         """Write the manifest of checkpoint ``name``, whose files are written: its commit.
 
         Its ``created_ns``, the commit order that retention and :meth:`load_latest` go by, is
-        the wall clock's but past every checkpoint's in the directory: a node whose clock is
-        behind the one that wrote them (or a clock stepped back) still commits after them.
-        Ordered by the bare clock, its newer checkpoints were the "oldest": retention deleted
-        them as they were written and a restart resumed from the other node's."""
-        newest = max((i.created_ns for i in self.list_checkpoints()), default=0)
+        the wall clock's but past every checkpoint's in the directory
+        (:func:`~danlu.train.checkpoint.runs.next_time_ns`): a node whose clock is behind the
+        one that wrote them (or a clock stepped back) still commits after them. Ordered by
+        the bare clock, its newer checkpoints were the "oldest": retention deleted them as
+        they were written and a restart resumed from the other node's."""
         info = CheckpointInfo(
             name=name,
             step=step,
             kind=kind,
             base=base,
-            created_ns=max(time.time_ns(), newest + 1),
+            created_ns=self._next_time_ns(),
             metrics=metrics,
             files=files,
             run=self.run_id,
         )
         self._write_manifest(info)
         self._committed_step = step
+
+    def _next_time_ns(self) -> int:
+        """The time a save starting or committing now records (see :func:`next_time_ns`)."""
+        return next_time_ns(self.list_checkpoints(), self._torn, time.time_ns())
 
     def _write_manifest(self, info: CheckpointInfo) -> None:
         # No directory fsync before the manifest: a file lost by a power cut is caught by
@@ -401,10 +412,15 @@ class CheckpointManager:
             base_name, base = self._base
         stored, layout = encode_layout(tensors, base)
         name = f"{_PREFIX}{step:012d}-{uuid.uuid4().hex[:8]}"
+        meta: dict[str, Any] = {
+            "format": FORMAT,
+            "skeleton": skeleton,
+            "layout": layout,
+            "run": self.run_id,
+            "started_ns": self._next_time_ns(),  # orders it if it is torn (see runs)
+        }
         blobs = {  # meta.json first: a save that dies writing the tensors still names its run
-            META: json.dumps(
-                {"format": FORMAT, "skeleton": skeleton, "layout": layout, "run": self.run_id}
-            ).encode(),
+            META: json.dumps(meta).encode(),
             TENSORS: codec.tensors_to_bytes(stored),
         }
         try:
@@ -497,7 +513,7 @@ class CheckpointManager:
         """Checkpoints that have a readable manifest, oldest first (not verified); those in
         another version of the format are kept in ``_other`` as this listing found them."""
         out = []
-        self._other, self._torn_runs = {}, set()
+        self._other, self._torn = {}, []
         unread, self._unread = self._unread, set()
         for name in self.storage.list_dirs():
             if not name.startswith(_PREFIX):
@@ -511,8 +527,8 @@ class CheckpointManager:
                     continue
                 except (OSError, DataError) as exc:
                     if damaged(exc):
-                        if _OWN_NAME.fullmatch(name) and (run := self._meta_run(name)):
-                            self._torn_runs.add(run)  # retention removes only these names
+                        if _OWN_NAME.fullmatch(name):  # retention removes only these names
+                            self._torn.append(torn_checkpoint(name, self._meta_bytes(name)))
                     else:  # kept: it may read again (said once)
                         if name not in unread:
                             log.warning("cannot read the manifest of %s: %s", name, exc)
@@ -534,49 +550,17 @@ class CheckpointManager:
             raise _OtherFormatError(named, f"{where}: format {named}, not {FORMAT}")
         return parse_manifest(m, name, where)
 
-    def _meta_run(self, name: str) -> str | None:
-        """The run the ``meta.json`` of checkpoint ``name`` names (its first file, written
-        before its tensors or shards and its manifest; a sharded checkpoint's holds only
-        that), unverified; None when it names none (written before it was recorded there, a
-        sharded checkpoint without one) or cannot be read."""
+    def _meta_bytes(self, name: str) -> bytes | None:
+        """The ``meta.json`` of checkpoint ``name`` (its first file, written before its
+        tensors or shards and its manifest), unverified; None when it cannot be read."""
         try:
-            meta = json.loads(self.storage.read(self.storage.join(name, META)))
-        except (OSError, ValueError):
+            return self.storage.read(self.storage.join(name, META))
+        except OSError:
             return None
-        run = meta.get("run") if isinstance(meta, dict) else None
-        return run if isinstance(run, str) and run else None
-
-    def _read_verified(self, info: CheckpointInfo, fname: str) -> bytes:
-        where = self.storage.join(info.name, fname)
-        spec = info.files.get(fname)
-        if spec is None:
-            raise DataError(f"{where}: not listed in the manifest")
-        data = self.storage.read(where)
-        if len(data) != int(spec["size"]) or sha256(data) != spec["sha256"]:
-            raise DataError(f"{where}: size or checksum does not match the manifest")
-        return data
 
     def _verify_file(self, info: CheckpointInfo, fname: str) -> None:
-        """:meth:`_read_verified` for a sharded checkpoint's file (local: see ``load``),
-        hashed in chunks instead of read whole."""
-        where = self.storage.join(info.name, fname)
-        spec = info.files[fname]
-        if not isinstance(self.storage, LocalStorage):
-            self._read_verified(info, fname)
-            return
-        if file_digest(where) != (int(spec["size"]), spec["sha256"]):
-            raise DataError(f"{where}: size or checksum does not match the manifest")
-
-    def _load_parts(self, info: CheckpointInfo) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-        meta_where = self.storage.join(info.name, META)
-        try:
-            meta = json.loads(self._read_verified(info, META))
-        except ValueError as exc:
-            raise DataError(f"{meta_where}: malformed JSON: {exc}") from exc
-        stored = codec.tensors_from_bytes(
-            self._read_verified(info, TENSORS), self.storage.join(info.name, TENSORS)
-        )
-        return meta, stored
+        """Verify a sharded checkpoint's file (:func:`verify_file`)."""
+        verify_file(self.storage, info, fname)
 
     def load(self, name: str) -> tuple[int, dict[str, Any]]:
         """Load and verify the checkpoint ``name``; raises DataError when it is invalid."""
@@ -604,7 +588,7 @@ class CheckpointManager:
             elif failure is not None:
                 raise failure
             return info.step, load_sharded(self.storage.join(name), files=set(info.files))
-        meta, stored = self._load_parts(info)
+        meta, stored = load_parts(self.storage, info)
         base: dict[str, torch.Tensor] | None = None
         if info.kind == "incremental":
             if info.base is None:
@@ -617,7 +601,7 @@ class CheckpointManager:
                 raise DataError(f"{self.storage.join(info.base)}: base is gone") from exc
             if base_info.kind != "full":
                 raise DataError(f"{self.storage.join(info.base)}: base is not full")
-            _, base = self._load_parts(base_info)
+            _, base = load_parts(self.storage, base_info)
         tensors = decode_layout(meta, stored, base, self.storage.join(name))
         return info.step, codec.decode(meta["skeleton"], tensors)
 
@@ -630,12 +614,10 @@ class CheckpointManager:
         the older run's higher step. Invalid or partial checkpoints are skipped with a
         warning, falling back to older ones **of the same run** (the manifest's ``run``):
         this manager's own (:attr:`run_id`, the run it resumed from), else, before it saved
-        or loaded any, the run of the newest checkpoint: one whose manifest is damaged
-        (torn, or never written) is newer than every other (retention removes it at each
-        commit), and its run is the one its ``meta.json`` names; else the run of the newest
-        checkpoint it can read in its mode (one
-        written before runs were recorded, without ``run``, is of any run, as before: the
-        fallback goes to any). Another run's checkpoints are not a fallback (before, a
+        or loaded any, the run of the newest checkpoint, torn (its ``meta.json`` names it)
+        or complete (:func:`~danlu.train.checkpoint.runs.resuming_runs`; one written before
+        runs were recorded, without ``run``, is of any run, as before: the fallback goes to
+        any). Another run's checkpoints are not a fallback (before, a
         damaged newest checkpoint of a run started with ``resume=False`` over an older
         run's directory, or a rollback, resumed the older run's weights and data
         position): with none of the run's left, a WARNING says so and the answer is None
@@ -672,16 +654,12 @@ class CheckpointManager:
                 unreadable[0].name,
             )
         readable = [i for i in newest if self._readable_here(i)]
-        # A checkpoint with a damaged manifest outlived every commit's retention (which
-        # removes it): it is the newest, and the run its meta.json names is the one resuming
-        # (a new run's only checkpoint, torn, made the resume take an older run's instead).
-        torn: set[str | None] = set(self._torn_runs)
-        runs: set[str | None] = set(self._runs) or torn or {i.run for i in readable[:1]}
-        # a checkpoint that predates recorded runs (run None) belongs to any: as before
-        others = [i for i in readable if None not in runs and i.run not in (None, *runs)]
-        for info in readable:
-            if info.run not in runs and info.run is not None and None not in runs:
-                continue  # another run's (in others)
+        # the run of the newest checkpoint, torn (its meta.json names it) or complete: a new
+        # run's only checkpoint, torn, made the resume take an older run's instead
+        runs: set[str | None] = set(self._runs)
+        runs = runs or resuming_runs(self._torn, readable[0] if readable else None)
+        mine, others = of_runs(readable, runs)
+        for info in mine:
             try:
                 found = self.load(info.name)
             except (OSError, DataError) as exc:

@@ -5,6 +5,7 @@ read back (:func:`parse_manifest`), for :mod:`danlu.train.checkpoint.manager`.""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from danlu.core.errors import DataError
@@ -14,6 +15,11 @@ FORMAT = "danlu.checkpoint/1"
 MANIFEST, META, TENSORS = "MANIFEST.json", "meta.json", "tensors.pt"
 PREFIX = "ckpt-"
 """The start of every checkpoint directory's name."""
+OWN_NAME = re.compile(r"ckpt-(?:[0-9]{12,}|-[0-9]{11,})-[0-9a-f]{8}")
+"""The names a save gives its directory (``ckpt-<step:012d>-<8 hex digits>``): retention
+removes only these. Another directory of the checkpoint directory that starts with ``ckpt-``
+(a ``ckpt-pretrained`` of the user's, another tool's ``ckpt-epoch3``) is not danlu's to
+delete: retention removed it with the rest at the first save."""
 FORMAT_FAMILY = FORMAT.rsplit("/", 1)[0] + "/"
 """The start every version of the manifest's format shares (``danlu.checkpoint/``)."""
 
