@@ -49,6 +49,7 @@ from danlu.core.spec_limits import check_limits as check_limits
 from danlu.core.spec_limits import file_url_path as file_url_path
 from danlu.core.spec_limits import is_checkpoint_location as is_checkpoint_location
 from danlu.core.spec_text import parse_text
+from danlu.core.spec_training import DEFAULT_OPTIMIZER, Precision, optimizer_name, precision_name
 from danlu.core.units import parse_bytes, parse_duration
 from danlu.core.values import MAX_INT, check_values, quoted, range_message
 
@@ -310,6 +311,10 @@ class Resources(_Strict):
         return [value] if isinstance(value, str) else value
 
 
+_BOOLEAN_TEXT = frozenset({"true", "false", "yes", "no", "on", "off", "t", "f", "y", "n"})
+"""Text a boolean field takes as true or false (pydantic's words, numbers left out)."""
+
+
 class TrainingHints(_Strict):
     """Optional hints that let the scheduler choose batch size and estimate memory."""
 
@@ -328,6 +333,19 @@ class TrainingHints(_Strict):
     expected_duration: float | None = Field(default=None, gt=0)
     """The user's estimate of the run time in seconds, or a duration as ``time_limit``
     takes one (``2h``, ``04:00:00``); used by sjf, value-density and EASY backfill."""
+    precision: Precision = "fp32"
+    """The precision the job trains in, for the memory estimate of ``model``: ``fp32``,
+    ``fp16`` or ``bf16`` (autocast), as ``danlu estimate --precision`` and ``danlu.train``
+    take it (any case; ``32`` and ``16`` also), stored as one of the three."""
+    optimizer: str = DEFAULT_OPTIMIZER
+    """The optimizer the job trains with, for the memory estimate of ``model`` (its state is
+    part of the peak): as ``danlu estimate --optimizer`` takes it, a name of
+    :data:`~danlu.core.spec_training.OPTIMIZER_PRESETS` or a ``torch.optim`` class name;
+    stored lower-cased."""
+    activation_checkpointing: bool = False
+    """Whether the job recomputes activations in the backward pass (``danlu estimate
+    --checkpointing``), for the memory estimate of ``model``: the model must have a
+    ``checkpointing`` attribute or ``gradient_checkpointing_enable()``."""
 
     @field_validator("expected_duration", mode="before")
     @classmethod
@@ -340,6 +358,29 @@ class TrainingHints(_Strict):
     )
     _smallest = field_validator("min_batch_size", mode="before")(_within("training.min_batch_size"))
     _largest = field_validator("max_batch_size", mode="before")(_within("training.max_batch_size"))
+
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _precision(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool) and value in (16, 32):
+            value = str(value)  # YAML reads precision: 16 as a number
+        return precision_name(value, "")
+
+    @field_validator("activation_checkpointing", mode="before")
+    @classmethod
+    def _checkpointing(cls, value: Any, info: ValidationInfo) -> Any:
+        text = value.strip().lower() if isinstance(value, str) else None
+        if isinstance(value, bool) or text in _BOOLEAN_TEXT:
+            return value if text is None else text
+        raise ValueError(
+            f"{quoted(value)} is not true or false: write {info.field_name}: true (activations "
+            "recomputed in the backward pass) or false (the default)"
+        )
+
+    @field_validator("optimizer", mode="before")
+    @classmethod
+    def _optimizer(cls, value: Any, info: ValidationInfo) -> Any:
+        return optimizer_name(not_read_as_text(value, info), "")
 
     @field_validator("family")
     @classmethod

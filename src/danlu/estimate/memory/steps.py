@@ -16,21 +16,12 @@ from typing import Any
 import torch
 
 from danlu.core.errors import SpecError
+from danlu.core.spec_training import OPTIMIZER_PRESETS
 from danlu.estimate.memory.trace_result import module_path_problem, precision_name
 
 Marker = Callable[[str], None]
 
-_OPTIMIZERS: dict[str, tuple[str, dict[str, Any]]] = {
-    "sgd": ("SGD", {"lr": 1e-2}),
-    "sgd-momentum": ("SGD", {"lr": 1e-2, "momentum": 0.9}),
-    "adam": ("Adam", {"lr": 1e-3}),
-    "adamw": ("AdamW", {"lr": 1e-3}),
-    "adagrad": ("Adagrad", {"lr": 1e-2}),
-    "rmsprop": ("RMSprop", {"lr": 1e-3}),
-    "adamax": ("Adamax", {"lr": 1e-3}),
-    "nadam": ("NAdam", {"lr": 1e-3}),
-    "radam": ("RAdam", {"lr": 1e-3}),
-}
+_OPTIMIZERS = OPTIMIZER_PRESETS
 
 
 def load_factory(model_ref: str, sys_path: tuple[str, ...] = ()) -> Callable[[], Any]:
@@ -183,7 +174,7 @@ def enable_checkpointing(model: torch.nn.Module, model_ref: str) -> None:
         raise SpecError(
             "--checkpointing",
             f"{model_ref} has neither a `checkpointing` attribute "
-            "nor gradient_checkpointing_enable(); drop --checkpointing or add one",
+            "nor gradient_checkpointing_enable(); turn activation checkpointing off or add one",
         )
 
 

@@ -5,21 +5,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from danlu.core.errors import SpecError
-from danlu.core.values import quoted
+from danlu.core.spec_training import PRECISION_SPELLINGS as PRECISION_SPELLINGS
+from danlu.core.spec_training import PRECISIONS as PRECISIONS
+from danlu.core.spec_training import Precision as Precision
+from danlu.core.spec_training import precision_name as precision_name
 
-Precision = Literal["fp32", "fp16", "bf16"]
 Target = Literal["cuda", "cpu"]
-PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16")
-PRECISION_SPELLINGS: dict[str, Precision] = {
-    "fp32": "fp32",
-    "32": "fp32",
-    "fp16": "fp16",
-    "16": "fp16",
-    "bf16": "bf16",
-}
-"""The precision names ``danlu.train`` accepts (``danlu.train.amp``; in any case, blanks
-around them ignored) -> the estimator's name for each."""
 TARGETS: tuple[str, ...] = ("cuda", "cpu")
 BREAKDOWN_KEYS: tuple[str, ...] = (
     "parameters",
@@ -79,18 +70,6 @@ class TraceRequest:
         data["batch_sizes"] = tuple(data["batch_sizes"])
         data["sys_path"] = tuple(data.get("sys_path", ()))
         return cls(**data)
-
-
-def precision_name(value: Any, field: str = "--precision") -> Precision:
-    """The estimator's name (``fp32``, ``fp16`` or ``bf16``) of a precision as ``danlu.train``
-    spells it: any case, blanks around it ignored, ``32`` and ``16`` for fp32 and fp16.
-    :class:`SpecError` on ``field`` for anything else."""
-    key = value.strip().lower() if isinstance(value, str) else None
-    if key is None or key not in PRECISION_SPELLINGS:
-        raise SpecError(
-            field, f"{quoted(value)}: use fp32, fp16 or bf16 (in any case; 32 and 16 also)"
-        )
-    return PRECISION_SPELLINGS[key]
 
 
 def module_path_problem(module_name: str) -> str:

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from danlu.config import DEFAULT_TRACE_MODULES
 from danlu.core.cluster import Cluster
 from danlu.core.errors import SpecError
-from danlu.core.spec import AUTO_FAMILY, JobSpec
+from danlu.core.spec import AUTO_FAMILY, JobSpec, TrainingHints
 from danlu.core.values import controls_replaced, quoted
 from danlu.server.services.admission import canonical_gpu_types
 
 if TYPE_CHECKING:
+    from danlu.estimate.memory import TraceRequest
     from danlu.estimate.memory.gpus import GpuSpec
     from danlu.estimate.memory.tracer import WarmTracers
 
@@ -33,18 +34,24 @@ T = TypeVar("T")
 @dataclass(frozen=True, slots=True)
 class Estimate:
     """The resolved bytes per GPU (``None``: whole GPUs) and a note for the pending reason;
-    ``family``: the model family the trace recognised (``None``: not traced, or none)."""
+    ``family``: the model family the trace recognised (``None``: not traced, or none);
+    ``limit_note``: why an elastic job's micro-batch limit, traced apart from its memory
+    share, could not be estimated (``None``: it was, or was not tried)."""
 
     gpu_memory: int | None
     note: str | None = None
     family: str | None = None
+    limit_note: str | None = None
 
 
 def submission_notes(spec: JobSpec, estimate: Estimate) -> list[str]:
     """What a submission of ``spec`` tells in its jobs' pending reason (``POST /jobs`` and
     ``POST /sweeps`` alike): how ``gpu_memory: auto`` was resolved (or why it could not
-    be, whole GPUs then), and the model family ``training.family: auto`` was inferred as."""
+    be, whole GPUs then), why the micro-batch limit could not be estimated, and the model
+    family ``training.family: auto`` was inferred as."""
     notes = [estimate.note] if estimate.note and spec.resources.gpu_memory == "auto" else []
+    if estimate.limit_note:
+        notes.append(estimate.limit_note)
     if spec.training.family == AUTO_FAMILY:
         notes.append(
             f"model family {estimate.family} inferred from its layers"
@@ -122,6 +129,29 @@ def untraceable(model_ref: str, modules: Sequence[str]) -> str:
     )
 
 
+def _trace_request(
+    model_ref: str,
+    batch_sizes: tuple[int, ...],
+    data_parallel: bool,
+    hints: TrainingHints | None,
+) -> TraceRequest:
+    """What to trace of ``model_ref`` at ``batch_sizes``, in the training setup the job's
+    ``hints`` name (``training.precision``, ``training.optimizer``,
+    ``training.activation_checkpointing``; None: their defaults, fp32, adamw and no
+    checkpointing); ``data_parallel``: under DDP."""
+    from danlu.estimate.memory import TraceRequest
+
+    setup = TrainingHints() if hints is None else hints
+    return TraceRequest(
+        model_ref,
+        batch_sizes,
+        precision=setup.precision,
+        optimizer=setup.optimizer,
+        checkpointing=setup.activation_checkpointing,
+        data_parallel=data_parallel,
+    )
+
+
 def _predict(
     model_ref: str,
     batch_size: int,
@@ -129,14 +159,15 @@ def _predict(
     data_parallel: bool = False,
     workers: WarmTracers | None = None,
     timeout: float = 1800.0,
+    hints: TrainingHints | None = None,
 ) -> tuple[int, str | None]:
     """(peak bytes on the GPU, model family) of one trace at ``batch_size``: the largest
     peak over ``gpus`` (the job may land on any; their CUDA contexts and cuBLAS workspaces
-    differ), ``data_parallel``: under DDP, its gradient buckets counted."""
-    from danlu.estimate.memory import TraceRequest
+    differ), ``data_parallel``: under DDP, its gradient buckets counted; ``hints``: the
+    job's training setup (:func:`_trace_request`)."""
     from danlu.estimate.memory.predict import estimate_memory_on
 
-    req = TraceRequest(model_ref, (batch_size,), data_parallel=data_parallel)
+    req = _trace_request(model_ref, (batch_size,), data_parallel, hints)
     per_gpu = estimate_memory_on(req, gpus, workers, timeout)
     peak = max(e.peak_device_bytes for estimates in per_gpu for e in estimates)
     return peak, per_gpu[0][0].family
@@ -159,7 +190,12 @@ def _auto_batch(spec: JobSpec) -> int:
     return -(-batch // max(1, spec.resources.gpus.min))
 
 
-_SPEC_FIELDS = {"MODEL_REF": "training.model"}
+_SPEC_FIELDS = {
+    "MODEL_REF": "training.model",
+    "--precision": "training.precision",
+    "--optimizer": "training.optimizer",
+    "--checkpointing": "training.activation_checkpointing",
+}
 """The job spec's name of a field the tracer names as ``danlu estimate`` does."""
 
 
@@ -250,6 +286,7 @@ def _trace_auto_batch(
         _data_parallel(spec),
         workers,
         timeout,
+        spec.training,
     )
 
 
@@ -267,24 +304,26 @@ def _largest_micro_batch(
     data_parallel: bool = False,
     workers: WarmTracers | None = None,
     timeout: float = 1800.0,
+    hints: TrainingHints | None = None,
 ) -> tuple[int | None, int | None, str | None]:
     """(the largest safe micro-batch, the peak at ``auto_batch``, the model family): one
     trace subprocess, replayed for each of ``gpus`` (the job may land on any:
     :func:`_gpu_specs`). The micro-batch is the smallest of their answers, each with 5 %
     of its budget spare: ``limit``, never more than that GPU's capacity (the node's GPU
-    memory); ``data_parallel``: DDP's gradient buckets counted.
+    memory); ``data_parallel``: DDP's gradient buckets counted; ``hints``: the job's
+    training setup (:func:`_trace_request`).
 
     With ``auto_batch`` (``gpu_memory: auto``) that batch is traced too: its largest peak
     over ``gpus`` is the job's memory share, which is then the budget (``limit`` is
     ignored). The micro-batch is never below ``auto_batch``: the share was sized for it,
     exactly (a traced batch), and a launch caps the per-GPU split at the micro-batch, so a
     smaller one would never run the batch the job is charged for."""
-    from danlu.estimate.memory import TraceRequest, fit_memory_model
+    from danlu.estimate.memory import fit_memory_model
     from danlu.estimate.optimize import largest_safe_batch
 
     sizes = tuple(sorted({*MICRO_BATCH_TRACES, *([auto_batch] if auto_batch else [])}))
     first = fit_memory_model(
-        TraceRequest(model_ref, sizes, data_parallel=data_parallel),
+        _trace_request(model_ref, sizes, data_parallel, hints),
         gpus[0],
         workers=workers,
         timeout_s=timeout,
@@ -349,6 +388,7 @@ def _traced_micro_batch(
         _data_parallel(spec),
         workers,
         timeout,
+        spec.training,
     )
 
 
@@ -372,11 +412,14 @@ def resolve_memory(
     inputs = _micro_limit_inputs(spec)
     if spec.resources.gpu_memory != "auto" or inputs is None:
         estimate, traced = _gpu_memory_estimate(spec, cluster, timeout, workers)
-        limit, family, limit_traced = _micro_batch_limit(
+        limit, family, limit_traced, why = _micro_batch_limit(
             spec, cluster, timeout, estimate.gpu_memory, workers
         )
         if estimate.family is None and family is not None:
             estimate = replace(estimate, family=family)
+        if why:  # else the job's micro-batch went unbounded without a word
+            note = f"micro-batch limit estimate {why}: none set (danlu.train's OOM guard finds it)"
+            estimate = replace(estimate, limit_note=note)
         traced = traced or limit_traced
     else:
         both, why = _traced_micro_batch(spec, cluster, timeout, inputs, None, workers, auto=True)
@@ -421,14 +464,14 @@ def _micro_batch_limit(
     timeout: float,
     gpu_memory: int | None,
     workers: WarmTracers | None,
-) -> tuple[int | None, str | None, bool]:
-    """:func:`resolve_micro_batch_limit`, with the model family its trace recognised and
-    whether it traced at all."""
+) -> tuple[int | None, str | None, bool, str]:
+    """:func:`resolve_micro_batch_limit`, with the model family its trace recognised,
+    whether it traced at all, and why the trace gave nothing (``""``: it did, or none ran)."""
     inputs = _micro_limit_inputs(spec)
     if inputs is None:
-        return None, None, False
-    both, _ = _traced_micro_batch(spec, cluster, timeout, inputs, gpu_memory, workers)
+        return None, None, False, ""
+    both, why = _traced_micro_batch(spec, cluster, timeout, inputs, gpu_memory, workers)
     if both is None:
-        return None, None, True
+        return None, None, True, why
     value, _, family = both
-    return (int(value) if value is not None and value >= 1 else None), family, True
+    return (int(value) if value is not None and value >= 1 else None), family, True, ""
