@@ -399,8 +399,9 @@ def _read_curves(session: Session, trials: Sequence[Job], spec: SweepSpec) -> di
     a record without the field none), ``done`` when the trial's latest record carrying ``progress``
     (by step, then by arrival) says 1 or more: danlu.train's fraction done, so the median
     rule leaves a trial that finished its training to exit on its own. The records a later
-    attempt of a trial went back over (:mod:`~danlu.server.services.metrics`: superseded)
-    are left out, as the trial's metric list leaves them out."""
+    attempt of a trial, or a later rollback generation of its attempt, went back over
+    (:mod:`~danlu.server.services.metrics`: superseded) are left out, as the trial's metric
+    list leaves them out."""
     if spec.metric is None:
         return {}
     name, goal = spec.metric.name, spec.metric.goal
@@ -409,23 +410,37 @@ def _read_curves(session: Session, trials: Sequence[Job], spec: SweepSpec) -> di
     ids = [job.id for job in trials]
     for i in range(0, len(ids), IN_CHUNK):
         query = select(
-            JobMetric.job_id, JobMetric.step, JobMetric.id, JobMetric.data, JobMetric.attempt
+            JobMetric.job_id,
+            JobMetric.step,
+            JobMetric.id,
+            JobMetric.data,
+            JobMetric.attempt,
+            JobMetric.rollback,
         ).where(JobMetric.job_id.in_(ids[i : i + IN_CHUNK]))
         rows = list(session.execute(query))
         first: dict[str, dict[int, int]] = {}  # job id: attempt (from 1): its smallest step
-        for job_id, step, _, _, attempt in rows:
+        # job id: (attempt, rollback generation from 1): its smallest step
+        generations: dict[str, dict[tuple[int, int], int]] = {}
+        for job_id, step, _, _, attempt, rollback in rows:
             if attempt:
                 steps = first.setdefault(job_id, {})
                 steps[attempt] = min(step, steps.get(attempt, step))
+            if rollback:
+                replays = generations.setdefault(job_id, {})
+                key = (attempt or 0, rollback)
+                replays[key] = min(step, replays.get(key, step))
         runs = {
-            job_id: metrics.supersession_of(sorted(steps.items()))
-            for job_id, steps in first.items()
+            job_id: metrics.supersession_of(
+                sorted(first.get(job_id, {}).items()),
+                sorted((a, r, s) for (a, r), s in generations.get(job_id, {}).items()),
+            )
+            for job_id in first.keys() | generations.keys()
         }
-        for job_id, step, row_id, data, attempt in rows:
+        for job_id, step, row_id, data, attempt, rollback in rows:
             if not isinstance(data, dict):
                 continue
             seen = runs.get(job_id)
-            if seen is not None and seen.superseded(attempt, step):
+            if seen is not None and seen.superseded(attempt, step, rollback):
                 continue
             value = data.get(name)
             if _number(value):
