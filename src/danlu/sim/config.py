@@ -43,9 +43,10 @@ class SimConfig:
     too (its rejection would have come at its submission)."""
     idle_retries: int = 5
     """Rounds in a row a policy may start nothing on an idle cluster, with jobs waiting and
-    none left to arrive, before those jobs fail as unschedulable; only while its plan says
-    the decision may change with time (a finite ``Plan.recheck_at``: Pollux, for one, gives
-    a job of age 0 no GPUs). With ``recheck_at`` infinite they fail at once."""
+    none left to arrive, before the engine fails the ones that hold the queue up
+    (:mod:`danlu.sim.stuck`) and goes on; only while its plan says the decision may change
+    with time (a finite ``Plan.recheck_at``: Pollux, for one, gives a job of age 0 no
+    GPUs). With ``recheck_at`` infinite they fail at once."""
     interference: Interference | None = None
     """Slow jobs that share a GPU by how fast Gavel measured such pairs
     (:mod:`danlu.sim.interference`); ``None``: sharing costs a job nothing. Applies to every

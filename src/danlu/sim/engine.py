@@ -15,6 +15,15 @@ once; the policy is asked at the next instant of the grid, or at once with
 ``event_rounds``, as for a repair), and the nodes and GPUs out of service are the view's
 ``closed_nodes`` and ``closed_gpus``.
 
+The end of a run: once nothing runs, no job is left to arrive and the policy starts
+nothing (at once when its plan cannot change with time, else after
+``SimConfig.idle_retries`` idle rounds), the engine is stuck. It then fails only the
+pending jobs that could not be placed even on the idle cluster, or, when every one would
+fit (the policy holds them back), the head of the queue (the first in submission order),
+and goes on: the jobs a strict queue held behind them run. Only when a head failed in vain
+(no job started since) does every pending job fail, and the run end
+(:mod:`danlu.sim.stuck`). Each stuck point fails at least one job, so the run ends.
+
 The engine is a thin adapter: it keeps per-job state, builds the frozen
 :class:`~danlu.sched.view.ClusterView`, calls ``policy.schedule`` and applies the plan,
 checking that no GPU is ever over-allocated.
@@ -59,6 +68,7 @@ from danlu.sim.failures import FAIL, MOST_FRUITLESS_FAILURES, NODE, OutageEvent,
 from danlu.sim.metrics import PENDING, RUNNING, SimResult, Timeline
 from danlu.sim.sim_inputs import check_named_models, check_simulator_inputs
 from danlu.sim.simjob import SimJob, job_record, rejected_records
+from danlu.sim.stuck import StuckRule
 from danlu.sim.workload import MOST_SECONDS, Workload
 
 _BY_SEQ = operator.attrgetter("request.seq")
@@ -167,6 +177,8 @@ class Simulator:
         """The nodes' and GPUs' failures (with ``config.failures`` or
         ``config.gpu_failures``), from the first submission."""
         self._stall = StallWatch(self.config.restart_cost)
+        self._stuck = StuckRule(cluster)
+        """Which pending jobs fail once nothing runs and nothing more can start."""
         self._ran = False
         """Whether :meth:`run` was called: a simulator's state is its one run's."""
         check_named_models(workload, self.config.interference)
@@ -195,6 +207,7 @@ class Simulator:
         self, job: SimJob, alloc: Allocation, batch_size: int | None = None, adaptive: bool = False
     ) -> None:
         self._move(job, JobState.RUNNING, "scheduled")
+        self._stuck.started()
         del self._pending[job.id]
         self._drop_pending_status(job.id)
         self._occupy(job, alloc, batch_size, adaptive)
@@ -690,37 +703,19 @@ class Simulator:
         )
 
     def _drop_stuck(self) -> int | None:
-        """Nothing more can start by itself: fail the pending jobs too wide for the cluster
-        and return how many, when other pending jobs are left to try again (the wide ones
-        held them up); otherwise fail every pending job and return None (the run ends)."""
-        dropped = self._fail_too_wide()
-        if dropped and self._pending:
-            return dropped
-        self._fail_unschedulable()
-        return None
-
-    def _fail_too_wide(self) -> int:
-        """Fail the pending jobs that ask for more GPUs than the cluster has (profiled jobs a
-        policy runs at their request, not narrower); how many. The others go on."""
-        total = self._total_gpus
-        wide = [job for job in self._pending.values() if job.request.gpus > total]
-        for job in wide:
+        """Nothing runs and nothing more can start by itself: fail the pending jobs that
+        :class:`~danlu.sim.stuck.StuckRule` chooses and return how many, when other
+        pending jobs are left to try again (those failed held them up); None when every
+        pending job failed (the run ends)."""
+        waiting = [self._pending[status.request.id] for status in self._pending_order]
+        failing = self._stuck.choose(waiting, self._now)
+        for job, reason in failing:
             self._move(job, JobState.FAILED, "can never be placed on this cluster")
-            reason = f"asks for {job.request.gpus} GPUs; the cluster has {total}"
-            self._rejected.append((job.id, f"{reason} (the policy ran it at its request)"))
+            self._rejected.append((job.id, reason))
             self._failed.append(job)
             del self._pending[job.id]
             self._drop_pending_status(job.id)
-        return len(wide)
-
-    def _fail_unschedulable(self) -> None:
-        for job in list(self._pending.values()):
-            self._move(job, JobState.FAILED, "can never be placed on this cluster")
-            self._rejected.append((job.id, "could not be placed even on an idle cluster"))
-            self._failed.append(job)
-        self._pending.clear()
-        self._pending_status.clear()
-        self._pending_order.clear()
+        return len(failing) if self._pending else None
 
     def _result(self, not_submitted: list[str]) -> SimResult:
         """The result; ``not_submitted``: the jobs whose submission the clock never reached.
