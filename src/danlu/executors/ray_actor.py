@@ -53,6 +53,8 @@ class NodeRun:
 
     ``log_dir`` is where the output is kept on the node (a temporary directory when None).
     The command's environment is ``env`` with the run's mark (:data:`RUN_MARK`) added.
+    ``node`` is the danlu name of the node the actor was placed on (None: a run without GPUs,
+    anywhere in the cluster), which :meth:`placement` hands out.
     """
 
     def __init__(
@@ -61,8 +63,14 @@ class NodeRun:
         env: Mapping[str, str],
         workdir: str | None = None,
         log_dir: str | None = None,
+        node: str | None = None,
     ) -> None:
         self._lock = threading.Lock()
+        self._placement: dict[str, Any] = {
+            "node": node,
+            "visible": env.get("CUDA_VISIBLE_DEVICES"),
+            "shared": "DANLU_GPU_MEMORY_LIMIT" in env,
+        }
         folder = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="danlu-run-"))
         folder.mkdir(parents=True, exist_ok=True)
         self._temp_dir = None if log_dir else folder
@@ -105,6 +113,14 @@ class NodeRun:
             os.write(opened, f"danlu: {self._error}\n".encode())
         if self._proc is not None:
             threading.Thread(target=self._wait, args=(self._proc,), daemon=True).start()
+
+    def placement(self) -> dict[str, Any]:
+        """Where the run is, as the control plane started it (whatever the command rewrote
+        since): ``{"node", "visible", "shared"}``, the node's danlu name (None: not given),
+        the ``CUDA_VISIBLE_DEVICES`` the command was given (None: none), and whether it
+        holds memory shares of those GPUs (its environment has ``DANLU_GPU_MEMORY_LIMIT``).
+        What the control plane holds for a run whose launch record it cannot read."""
+        return dict(self._placement)
 
     def pid(self) -> int | None:
         """The command's process id (None when it could not be started)."""

@@ -69,6 +69,7 @@ from danlu.executors.base import (
     ExecStatus,
     GpuSharingExecutor,
     Handle,
+    HeldGpus,
     JobLaunch,
     MultiNodeExecutor,
     RunState,
@@ -99,6 +100,7 @@ from danlu.executors.ray_records import (
     LAUNCH_FIELDS,
     job_actors,
     own_actors,
+    placed_gpus,
     read_offsets,
     run_actors,
 )
@@ -367,7 +369,9 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 start = self._actor.options(**options).remote
                 handle = self._gcs(
                     f"start Ray actor {actor_name}",
-                    functools.partial(start, job.command, env, job.workdir),
+                    functools.partial(
+                        start, job.command, env, job.workdir, node=names[rank] if names else None
+                    ),
                 )
             except Exception as exc:  # Ray refused the actor (a name taken, the cluster gone)
                 self._kill_ended(run_dir, record, mark=False)  # else at a later poll
@@ -399,10 +403,10 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         if launch is not None:
             self._kill_ended(run_dir, launch)
 
-    def _still_runs(self, run_dir: Path) -> str | None:
-        """The live actors of a run of the job of ``run_dir``, whose launch record (naming
-        them) is missing or damaged: found by their names (:func:`job_actors`). Raises
-        :class:`ExecutorUnavailableError` when Ray cannot be asked (nothing is deleted)."""
+    def _named_actors(self, run_dir: Path) -> list[str]:
+        """The live actors of any run of the job of ``run_dir``, found by their names
+        (:func:`job_actors`). Raises :class:`ExecutorUnavailableError` when Ray cannot be
+        asked."""
         listing = functools.partial(self._ray.util.list_named_actors, all_namespaces=True)
         try:
             listed = self._gcs("list Ray's actors", listing)
@@ -412,13 +416,43 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             raise ExecutorUnavailableError(
                 f"cannot list Ray's actors (does job {run_dir.name} still run?): {exc}"
             ) from exc
-        actors = job_actors(listed, run_dir.name, self._namespace)
+        return job_actors(listed, run_dir.name, self._namespace)
+
+    def _still_runs(self, run_dir: Path) -> str | None:
+        """The live actors of a run of the job of ``run_dir``, whose launch record (naming
+        them) is missing or damaged (:meth:`_named_actors`). Raises
+        :class:`ExecutorUnavailableError` when Ray cannot be asked (nothing is deleted)."""
+        actors = self._named_actors(run_dir)
         if not actors:
             return None
         named = ", ".join(actors)
         return (
             f"its Ray actors {named} are alive; stop them (ray.kill, namespace {self._namespace})"
         )
+
+    def _unread_gpus(self, run_dir: Path) -> HeldGpus | None:
+        """The GPUs of the live actors of the run in ``run_dir`` (:meth:`_named_actors`),
+        running without a readable launch record, as each tells where the control plane
+        placed it (:meth:`NodeRun.placement`, :func:`placed_gpus`). None (every GPU held)
+        when one does not answer within :data:`CALL_TIMEOUT`, Ray cannot be asked, or one
+        is of a danlu whose actors have no such method."""
+        try:
+            with self._asking(f"ask job {run_dir.name}'s actors where they run"):
+                placements = []
+                for name in self._named_actors(run_dir):
+                    actor = self._actor_handle(name)
+                    if actor is None:
+                        continue  # gone since
+                    try:
+                        ref = actor.placement.remote()
+                        placements.append(self._ray.get(ref, timeout=CALL_TIMEOUT))
+                    except self._gone:
+                        continue
+        except (ExecutorError, AttributeError) as exc:  # (an older actor: no such method)
+            log.warning("cannot learn the GPUs of job %s from its actors: %s", run_dir.name, exc)
+            return None
+        stopping = (run_dir / supervise.STOP).exists()
+        return placed_gpus(run_dir.name, placements, self.inventory(), stopping)
 
     def _ended(self, run_dir: Path, launch: dict[str, Any]) -> bool:
         """A run whose result a poll has recorded; asks no actor (a launch would otherwise

@@ -1,7 +1,8 @@
 """The Ray executor's launch record (:class:`~danlu.executors.ray_executor.RayExecutor`): the
 fields it adds to :data:`danlu.executors.records.LAUNCH_FIELDS`, and the names of a run's
 actors, which the executor derives from the run (:func:`run_actors`) rather than trusts from
-the record (:func:`own_actors`)."""
+the record (:func:`own_actors`), and the GPUs of a run whose record cannot be read, as its
+actors tell them (:func:`placed_gpus`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from danlu.core.cluster import Cluster
 from danlu.executors import records, supervise
+from danlu.executors.base import HeldGpus
 from danlu.executors.errors import ExecutorError
 
 
@@ -100,3 +103,41 @@ def job_actors(listed: Iterable[Any], job_id: str, namespace: str) -> list[str]:
         if name.startswith(prefix) and dot and all(n.isascii() and n.isdecimal() for n in numbers):
             found.append(name)
     return sorted(found)
+
+
+def placed_gpus(
+    job_id: str, placements: Iterable[Any], cluster: Cluster, stopping: bool
+) -> HeldGpus | None:
+    """The GPUs of ``cluster`` held by a run of job ``job_id`` whose launch record cannot be
+    read, from what each of its live actors tells of itself
+    (:meth:`~danlu.executors.ray_actor.NodeRun.placement`: its node's name and the
+    ``CUDA_VISIBLE_DEVICES`` it was given); held whole unless one holds memory shares. An
+    actor on a node no longer in ``cluster`` holds none of its GPUs (nothing is launched
+    there). None (the run's GPUs not known: every GPU is held) when an answer is not such a
+    placement, names GPUs without a node, or names a device that is no GPU of its node."""
+    index = {node.name: n for n, node in enumerate(cluster.nodes)}
+    gpus: list[tuple[int, int]] = []
+    shared = False
+    for placement in placements:
+        if not isinstance(placement, Mapping):
+            return None
+        node, visible = placement.get("node"), placement.get("visible")
+        if not isinstance(visible, str) or not (node is None or isinstance(node, str)):
+            return None
+        devices = [entry.strip() for entry in visible.split(",") if entry.strip()]
+        if not devices:
+            continue
+        if node is None:
+            return None
+        if node not in index:
+            continue
+        n = index[node]
+        for device in devices:
+            if (
+                not (device.isascii() and device.isdecimal())
+                or int(device) >= cluster.nodes[n].gpus
+            ):
+                return None
+            gpus.append((n, int(device)))
+        shared = shared or placement.get("shared") is True
+    return HeldGpus(job_id, sorted(set(gpus)), shared, stopping)

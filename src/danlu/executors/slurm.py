@@ -551,10 +551,11 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         self, run_dir: Path, launch: dict[str, Any]
     ) -> tuple[int | None, SlurmJob | None]:
         """The run's Slurm job id (:meth:`_slurm_id`) and Slurm's state of it, checked to be
-        the job of the run's name (``danlu.JOB_ID.ATTEMPT``): an id in the launch record
-        that Slurm lists under another name is no longer (a job Slurm forgot leaves its id
-        to later jobs) or never was (the job rewrote its record) this run's, and polls,
-        stops and clean-up would act on that other job. The run's job is then looked up by
+        the job of the run's name (``danlu.JOB_ID.ATTEMPT``) and of danlu's account
+        (:meth:`SlurmCommands.owns`): an id in the launch record that Slurm lists under
+        another name or user is no longer (a job Slurm forgot leaves its id to later jobs)
+        or never was (the job rewrote its record) this run's, and polls, stops and clean-up
+        would act on that other job. The run's job is then looked up by
         its name (and its id recorded); none found, Slurm has forgotten it (state None,
         the id kept for the messages; nothing is signalled by it)."""
         slurm_id = self._slurm_id(run_dir, launch)
@@ -562,15 +563,17 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             return None, None
         state = self._slurm_state(slurm_id)
         name = _run_name(launch["job_id"], launch["attempt"])
-        if state is None or state.name is None or state.name == name:
+        if state is None or (state.name in (None, name) and self._commands.owns(state)):
             return slurm_id, state
         log.warning(
-            "Slurm job %s of the launch record of job %s is named %r, not %s: not its run's; "
-            "looking its run up by name",
+            "Slurm job %s of the launch record of job %s is named %r, of user %s, not %s of "
+            "user %s: not its run's; looking its run up by name",
             slurm_id,
             launch["job_id"],
             state.name,
+            state.user or state.uid,
             name,
+            self._commands.user,
         )
         del launch["slurm_id"]
         found = self._slurm_id(run_dir, launch)

@@ -182,6 +182,10 @@ class SlurmJob:
     name: str | None = None
     """The job's name (``danlu.JOB_ID.ATTEMPT`` for danlu's runs); None where it was not
     read."""
+    user: str | None = None
+    """The name of the user it runs as (``squeue``'s ``%u``); None where it was not read."""
+    uid: str | None = None
+    """That user's numeric id (``%U``); None where it was not read."""
     node_list: str = ""
     """The nodes it runs on (``scontrol``'s ``NodeList``, a Slurm hostlist: ``n[1-3]``), or,
     not started yet, those it asked for (``ReqNodeList``); empty when neither is known (or
@@ -330,6 +334,36 @@ def job_from_fields(fields: Mapping[str, str]) -> SlurmJob:
     )
 
 
+def _squeue_job(line: str) -> SlurmJob | None:
+    """One line of :meth:`SlurmCommands.jobs`'s ``squeue`` (``%i|%T|%S|%U|%u|%j|%r``) as a
+    job, None when it is none (a warning, an array task). The user and the name come before
+    the reason: neither a user's name nor danlu's job names hold a ``|``, so they read whole
+    whatever the reason holds. A line without the user's fields (``%i|%T|%S|%j|%r``) has no
+    user, and one of four fields (``%i|%T|%S|%r``) has no name either."""
+    parts = line.strip().split("|", 6)
+    user: tuple[str, str] | None = None
+    if len(parts) == 7 and _job_id(parts[3]) is not None:
+        user = (parts[3], parts[4])
+        del parts[3:5]
+    else:
+        parts = line.strip().split("|", 4)
+    job_id = _job_id(parts[0]) if len(parts) in (4, 5) else None
+    if job_id is None:
+        return None
+    state, start, reason = parts[1], parts[2], parts[-1]
+    # a pending job's %S is when Slurm expects to start it, if at all
+    started = None if state == "PENDING" else _time(start)
+    return SlurmJob(
+        job_id,
+        state,
+        reason,
+        started_at=started,
+        name=parts[3] if len(parts) == 5 else None,
+        uid=user[0] if user else None,
+        user=user[1] if user else None,
+    )
+
+
 TIME_FORMAT = "SLURM_TIME_FORMAT"
 """The variable that sets how Slurm's commands print times (``relative``, an ``strftime``
 format): the commands whose output danlu reads run with it ``standard``
@@ -369,6 +403,19 @@ class SlurmCommands:
         self._timeout = timeout
         self._user = user if user is not None else str(os.getuid())
         self._odd_states: set[tuple[int, str]] = set()
+
+    def owns(self, job: SlurmJob) -> bool:
+        """Whether ``job`` runs as the account danlu submits as: its user's name or id is
+        that account (given either way, as ``squeue --user`` takes it). A job whose user was
+        not read (:meth:`job`'s) is taken as the account's."""
+        if job.user is None and job.uid is None:
+            return True
+        return self._user in (job.user, job.uid)
+
+    @property
+    def user(self) -> str:
+        """The account danlu submits as (a user's name or numeric id)."""
+        return self._user
 
     @property
     def env(self) -> dict[str, str]:
@@ -431,7 +478,8 @@ class SlurmCommands:
         started, its start time; those it has forgotten are absent (``squeue -j`` fails with
         "Invalid job id" when it knows none of them: none is known then). An id is any
         job's, whoever submitted it: the caller checks the name (a job Slurm forgot leaves
-        its id to a later job of any name). A state danlu does not
+        its id to a later job of any name) and the user (:meth:`owns`: another user's job
+        under the run's id is none of danlu's runs). A state danlu does not
         know (empty, or one a newer Slurm adds) is kept as printed, which
         :attr:`SlurmJob.running` takes as still running; a warning is logged once per job
         and state."""
@@ -440,23 +488,18 @@ class SlurmCommands:
             return {}
         listed = ",".join(map(str, ids))
         try:
-            out = self.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%S|%j|%r", "-j", listed])
+            out = self.run(
+                ["squeue", "-h", "-t", "all", "-o", "%i|%T|%S|%U|%u|%j|%r", "-j", listed]
+            )
         except SlurmError as exc:
             if "Invalid job id" in str(exc):
                 return {}
             raise
         found: dict[int, SlurmJob] = {}
         for line in out.splitlines():
-            # (the name before the reason: danlu's names hold no "|", so theirs reads whole
-            # whatever the reason holds; a line of four fields has no name)
-            parts = line.strip().split("|", 4)
-            job_id = _job_id(parts[0]) if len(parts) in (4, 5) else None
-            if job_id is not None:
-                state, start, reason = parts[1], parts[2], parts[-1]
-                name = parts[3] if len(parts) == 5 else None
-                # a pending job's %S is when Slurm expects to start it, if at all
-                started = None if state == "PENDING" else _time(start)
-                job = SlurmJob(job_id, state, reason, started_at=started, name=name)
+            job = _squeue_job(line)
+            if job is not None:
+                job_id, state = job.job_id, job.state
                 found[job_id] = job
                 if not job.known and (job_id, state) not in self._odd_states:
                     self._odd_states.add((job_id, state))
