@@ -52,6 +52,7 @@ def test_recent_usage_from_the_store_follows_the_exact_decay(db: Database) -> No
             assert owner is not None
             job = jobs.submit(s, {"name": "j", "project": project, **BODY}, owner, now=start)
             jobs.change_state(s, job, JobState.RUNNING, "go", start, allocation=_gpus(*gpus))
+            job.launched_attempt = job.attempt  # the executor took it
             if end is not None:
                 jobs.change_state(s, job, JobState.SUCCEEDED, "done", end)
 

@@ -8,22 +8,26 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import user_and_nodes
 from sqlalchemy import update
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
 from test_energy import ScriptedMeter
 from test_unlaunchable import _ControllerDown
 
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster
 from danlu.core.state import JobState
-from danlu.executors import FakeWorld, GpusBusyError
+from danlu.executors import FakeExecutor, FakeWorld, GpusBusyError
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database, Job, JobRun
 from danlu.server.energy import EnergyLoop
 from danlu.server.reconcile import Reconciler
-from danlu.server.services import energy, jobs, usage
+from danlu.server.services import energy, jobs, locks, usage
+from danlu.server.services.view import build_snapshot
 
 NOW = 1_000_000.0
 INVENTORY = Cluster.homogeneous(1, 1, "H100")
@@ -136,3 +140,71 @@ def test_each_new_run_waits_for_its_own_launch(db: Database) -> None:
         assert (job.attempt, job.launched_attempt) == (2, 1)
     with db.read_session() as s:
         assert energy.holdings(s) == []
+
+
+def test_a_run_waiting_for_its_launch_counts_no_usage_and_no_fair_share(
+    db: Database, waiting: tuple[Reconciler, _ControllerDown, str]
+) -> None:
+    """``danlu usage``, the projects' standing and the recent usage the fair-share policy
+    weighs count a run from its launch, as its stretch is charged when it stops: not the
+    wait for GPUs another run held."""
+    loop, executor, job_id = waiting
+    half_life = 3600.0
+    with db.read_session() as s:
+        assert usage.usage(s, NOW - 1, now=NOW + 100) == []
+        [standing] = usage.standing(s, NOW + 100, half_life).values()
+        assert (standing.gpus_held, standing.recent_gpus) == (1.0, 0.0)  # held, not used
+        recent = usage.RecentUsageCache(half_life).read(s, NOW + 100)
+        shares = build_snapshot(s, NOW + 100, recent=recent).view.projects
+        assert all(share.recent_milli == 0.0 for share in shares.values())
+    executor.down = 0
+    assert loop.run_once(now=NOW + 100).launched == [job_id]
+    with db.read_session() as s:
+        [row] = usage.usage(s, NOW - 1, now=NOW + 200)
+        assert row.gpu_seconds == pytest.approx(100.0)  # from its launch
+        [standing] = usage.standing(s, NOW + 200, half_life).values()
+        assert standing.recent_gpus is not None and standing.recent_gpus > 0.0
+        recent = usage.RecentUsageCache(half_life).read(s, NOW + 200)
+        shares = build_snapshot(s, NOW + 200, recent=recent).view.projects
+        assert sum(share.recent_milli for share in shares.values()) > 0.0
+
+
+def test_a_running_run_whose_launch_the_store_missed_is_recorded_at_the_next_poll(
+    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The executor took the launch but the store failed as it was recorded: the next pass,
+    finding the run running, records it, and its usage and energy count from then on (the
+    run was taken for one never launched for as long as it ran)."""
+    body = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
+    with db.session() as s:
+        alice = user_and_nodes(s, INVENTORY.nodes, NOW)
+        job_id = jobs.submit(s, {"name": "runs", **body}, alice, now=NOW).id
+    world = FakeWorld()
+    world.script(job_id, duration=1000)
+    loop = Reconciler(
+        db, FakeExecutor(INVENTORY, world), load_settings(home=tmp_path), policy=make_policy("fifo")
+    )
+    update_if_token = locks.update_if_token
+
+    def failing(session: Session, model: Any, key: Any, token: str, values: Any) -> bool:
+        if "launched_attempt" in values:
+            raise OperationalError("UPDATE jobs", {}, Exception("disk I/O error"))
+        return update_if_token(session, model, key, token, values)
+
+    monkeypatch.setattr(locks, "update_if_token", failing)
+    try:
+        report = loop.run_once(now=NOW)
+        assert report.launched == [job_id]
+        assert any("cannot record the launches" in e for e in report.errors)
+        with db.read_session() as s:
+            assert jobs.not_launched(jobs.get_job(s, job_id))  # as the store has it
+        monkeypatch.setattr(locks, "update_if_token", update_if_token)
+        loop.run_once(now=NOW + 10)
+        with db.read_session() as s:
+            job = jobs.get_job(s, job_id)
+            assert (job.state, job.launched_attempt, job.attempt) == ("RUNNING", 1, 1)
+            assert [h.job_id for h in energy.holdings(s)] == [job_id]
+            [row] = usage.usage(s, NOW - 1, now=NOW + 20)
+            assert row.gpu_seconds == pytest.approx(20.0)
+    finally:
+        loop.stop()

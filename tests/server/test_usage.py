@@ -39,6 +39,7 @@ def test_stretches_count_for_their_part_inside_the_period(db: Database) -> None:
         jobs.change_state(s, a, JobState.RUNNING, "go", T, allocation=WHOLE[:2])
         share = [{"node": "a", "gpu": 2, "milli": 500, "memory": 40 * GiB}]
         jobs.change_state(s, b, JobState.RUNNING, "go", T + 50, allocation=share)
+        a.launched_attempt, b.launched_attempt = a.attempt, b.attempt  # the executor took them
         jobs.change_state(s, a, JobState.SUCCEEDED, "done", T + 3600)
         bob_id = bob.id
     with db.read_session() as s:
@@ -63,6 +64,8 @@ def test_a_rounds_preemptions_and_moves_end_stretches_too(db: Database) -> None:
         stopped = jobs.submit(s, {"name": "stopped", **body}, alice, now=T)
         jobs.change_state(s, moved, JobState.RUNNING, "go", T, allocation=WHOLE[:1])
         jobs.change_state(s, stopped, JobState.RUNNING, "go", T, allocation=WHOLE[1:2])
+        for job in (moved, stopped):  # the executor took their launches
+            job.launched_attempt = job.attempt
         ids = moved.id, stopped.id
     with db.session() as s:
         snap = build_snapshot(s, T + 100)
@@ -70,6 +73,8 @@ def test_a_rounds_preemptions_and_moves_end_stretches_too(db: Database) -> None:
         plan = Plan(preempts=(Preempt(ids[1], "test"),), resizes=(Resize(ids[0], grown),))
         apply_plan(s, plan, T + 100, snap.withheld, snap)
     with db.session() as s:  # the preempted job holds its GPU until it has checkpointed
+        moved_row = jobs.get_job(s, ids[0])
+        moved_row.launched_attempt = moved_row.attempt  # its new run launched
         stopped_row = jobs.get_job(s, ids[1])
         assert stopped_row.state == "PREEMPTING"
         jobs.change_state(s, stopped_row, JobState.PENDING, "checkpointed", T + 150)

@@ -18,7 +18,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -271,7 +271,7 @@ class LaunchStep:
         launch) moves the job's ``last_start`` to ``t``: its GPU-hours, its time limit and
         the policy's hold begin when its process does. A moved job's new run keeps the
         decision's time (its earlier stretch ended then). A store that fails now leaves
-        these unrecorded (a vanished run of these is launched again for free, once)."""
+        these unrecorded until the next poll finds them running (:meth:`_record_running`)."""
         if not taken and not went:
             return
         try:
@@ -290,6 +290,32 @@ class LaunchStep:
                     nodes.launched(session, went)
         except (DanluError, SQLAlchemyError) as exc:  # the launches went through anyway
             report.errors.append(f"launch: cannot record the launches: {exc}")
+
+    def _record_running(self, runs: list[tuple[str, int]], report: RoundReport) -> None:
+        """Record as launched the runs ``(job id, attempt)`` the executor reports running
+        whose launch the store lacks (:meth:`_record_launches` failed with the store, or
+        the pass ended before it): charged no energy, counted in no usage, and, vanished,
+        launched again for free, such a run was taken for one never launched for as long
+        as it ran. A Core UPDATE while this loop holds the row and the run is the job's
+        current one: the job's version stays. A store that fails now leaves them for the
+        next pass."""
+        if not runs:
+            return
+        try:
+            with self.db.session() as session:
+                for job_id, attempt in runs:
+                    session.execute(
+                        update(Job)
+                        .where(
+                            Job.id == job_id,
+                            Job.lock_token == self.token,
+                            Job.attempt == attempt,
+                        )
+                        .values(launched_attempt=attempt)
+                        .execution_options(synchronize_session=False)
+                    )
+        except (DanluError, SQLAlchemyError) as exc:
+            report.errors.append(f"poll: cannot record the launches of running runs: {exc}")
 
     def _discard_token(self, job_id: str, token: str | None, report: RoundReport) -> None:
         """Delete the token issued for a launch of ``job_id`` the executor refused for now

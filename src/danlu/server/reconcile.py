@@ -468,7 +468,8 @@ class Reconciler(LaunchStep):
     ) -> list[str]:
         """Poll every run that holds GPUs (``only``: of these jobs); settle exits (at
         ``now``, the pass's time, when given: a caller driving its own clock; else when each
-        exit is seen); deliver stops. Returns the ids of jobs recorded RUNNING whose current
+        exit is seen); deliver stops; record the launch of a running run the store lacks
+        (:meth:`_record_running`). Returns the ids of jobs recorded RUNNING whose current
         attempt was never launched."""
         query = select(Job).where(Job.state.in_(HOLDING))
         if only is not None:
@@ -488,6 +489,7 @@ class Reconciler(LaunchStep):
             ]
         claimed = self._claim([r[0] for r in rows], t)
         unlaunched: list[str] = []
+        unrecorded: list[tuple[str, int]] = []  # running, their launch not recorded
         try:
             for job_id, attempt, state, stop, moved, launched, run in rows:
                 if job_id not in claimed:
@@ -516,11 +518,14 @@ class Reconciler(LaunchStep):
                     else:
                         unlaunched.append(job_id)
                 elif status.running:
+                    if launched is not None and launched != attempt:
+                        unrecorded.append((job_id, attempt))
                     self._deliver(handle, state, stop, status, report)
                 else:
                     # a preempting run that failed counts too: its GPUs may be to blame
                     blamed = self._blame(status, run, now) if not cancel else None
                     self._settle(job_id, attempt, status, resolve_now(now), report, blamed)
+            self._record_running(unrecorded, report)  # while the rows are this loop's
         finally:
             self._release(claimed)
         return unlaunched

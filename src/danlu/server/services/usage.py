@@ -3,9 +3,12 @@ each project's recent usage, which the fair-share policy weighs.
 
 Each stretch of a job on its GPUs is a :class:`~danlu.server.db.models.JobRun` row once it
 ends (the job finished, was preempted or moved); the stretches still running are read off
-the jobs holding GPUs. A stretch counts for the part of it inside the period, at the
-GPUs it held (thousandths of a GPU for a share) and the GPU memory; its energy, where the
-control plane meters its GPUs, from its :class:`~danlu.server.db.models.JobEnergy` row.
+the jobs holding GPUs, except a run the executor has not launched yet
+(:func:`~danlu.server.services.jobs.not_launched`: it waits for GPUs another run still
+holds, and a stop before its launch charges it nothing; its launch starts its stretch).
+A stretch counts for the part of it inside the period, at the GPUs it held (thousandths of
+a GPU for a share) and the GPU memory; its energy, where the control plane meters its GPUs,
+from its :class:`~danlu.server.db.models.JobEnergy` row.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from danlu.core.cluster import MILLI_PER_GPU
 from danlu.sched.project_usage import add_stretch
 from danlu.server.db.models import Job, JobEnergy, JobRun, Project, User
 from danlu.server.services.common import resolve_now
+from danlu.server.services.jobs import NOT_LAUNCHED
 from danlu.server.services.projects import HOLDING
 
 
@@ -78,7 +82,7 @@ def usage(
     for project_id, uid, job_id, milli_seconds, byte_seconds in session.execute(query):
         add((project_id, uid), job_id, float(milli_seconds or 0), float(byte_seconds or 0))
     running = select(Job.id, Job.project_id, Job.user_id, Job.last_start, Job.allocation).where(
-        Job.state.in_(HOLDING), Job.last_start < end
+        Job.state.in_(HOLDING), Job.last_start < end, ~NOT_LAUNCHED
     )
     if user_id is not None:
         running = running.where(Job.user_id == user_id)
@@ -164,10 +168,21 @@ width: ``half_life / RECENT_BUCKETS``); in between only the new stretches are re
 class RecentUsage:
     """What a policy that reads projects' recent usage needs from the store: its half-life
     and the recent usage, by project name, of the stretches that ended; the view adds the
-    running ones from its jobs."""
+    running ones from its jobs, but those in ``unlaunched``."""
 
     half_life: float
     finished: Mapping[str, float] = field(default_factory=dict)
+    unlaunched: frozenset[str] = frozenset()
+    """The ids of the jobs holding GPUs whose current run the executor has not launched
+    (:func:`unlaunched_jobs`): no stretch of theirs runs yet."""
+
+
+def unlaunched_jobs(session: Session) -> frozenset[str]:
+    """The ids of the jobs holding GPUs whose current run the executor has not launched
+    (:func:`~danlu.server.services.jobs.not_launched`): their wait for GPUs another run
+    holds is no usage (a stop before the launch charges none)."""
+    query = select(Job.id).where(Job.state.in_(HOLDING), NOT_LAUNCHED)
+    return frozenset(session.scalars(query))
 
 
 def finished_recent_usage(
@@ -243,7 +258,7 @@ class RecentUsageCache:
                     totals, at, half_life = self._totals, self._as_of, self.half_life
                     add_stretch(totals, name, float(milli), start, end, at, half_life)
         self._last_run = last_run
-        return RecentUsage(self.half_life, dict(self._totals))
+        return RecentUsage(self.half_life, dict(self._totals), unlaunched_jobs(session))
 
     def _decay(self, now: float) -> None:
         if now > self._as_of:
@@ -268,13 +283,14 @@ def standing(session: Session, now: float, half_life: float) -> dict[str, Standi
     recent usage left out); ``half_life`` 0: no recent usage."""
     held: dict[str, float] = {}
     recent = finished_recent_usage(session, now, half_life) if half_life > 0 else {}
-    running = select(Project.name, Job.last_start, Job.allocation).join(
+    running = select(Project.name, Job.last_start, Job.allocation, NOT_LAUNCHED).join(
         Project, Project.id == Job.project_id
     )
-    for name, last_start, allocation in session.execute(running.where(Job.state.in_(HOLDING))):
+    rows = session.execute(running.where(Job.state.in_(HOLDING)))
+    for name, last_start, allocation, unlaunched in rows:
         milli = sum(int(s["milli"]) for s in allocation or ())
         held[name] = held.get(name, 0.0) + milli
-        if half_life > 0 and last_start is not None:
+        if half_life > 0 and last_start is not None and not unlaunched:
             add_stretch(recent, name, milli, float(last_start), now, now, half_life)
     return {
         name: Standing(

@@ -535,13 +535,14 @@ def _project_shares(
     recent: RecentUsage | None,
 ) -> dict[str, ProjectShare]:
     """The projects' weights (those not 1) and, with ``recent``, their recent usage: the
-    finished stretches' plus the running jobs' current ones."""
+    finished stretches' plus the running jobs' current ones (not a run that the executor has
+    not launched: :attr:`RecentUsage.unlaunched`)."""
     weights = {p.name: p.share for p in projects if p.share != 1.0}
     if recent is None:
         return shares_with_usage(weights, {})
     usage, half_life = dict(recent.finished), recent.half_life
     for job in running:
-        if job.last_start is not None:
+        if job.last_start is not None and job.id not in recent.unlaunched:
             milli = job.allocation.gpu_milli
             add_stretch(usage, job.request.project, milli, job.last_start, now, now, half_life)
     return shares_with_usage(weights, usage)
