@@ -28,6 +28,8 @@ let generation = 0;  // of the newest refresh(): an older one ending after it re
 let refreshing = 0;  // the generation of the newest refresh while it is in flight, else 0
 let shownJob = null;  // the id of the job whose detail panel is open
 let shownEnded = false;  // that job had ended when the panel last showed it
+// why each ended job ended, by id, as loadEndReasons read it (it never changes)
+const endReasons = new Map();
 // the last action's failure (a Cancel refused, ...): the status line keeps it after each
 // refresh until the next action or sign-out, so that a refresh 2 s later does not wipe it
 let actionError = "";
@@ -252,11 +254,45 @@ async function nodeAct(name, what, gpu, asked) {
   }
 }
 
+function needsEndReason(job) {
+  // an ended job with no GPUs held and no exit code (cancelled or failed before it ran, or
+  // stopped without a run's exit): its "where / why" is why it ended, as danlu ls says it
+  return !UNFINISHED.includes(job.state) && !(job.allocation && job.allocation.length) &&
+    (job.exit_code === null || job.exit_code === undefined) && !job.pending_reason;
+}
+
 function where(job) {
   if (job.allocation && job.allocation.length) {
     return job.allocation.map((a) => a.node + ":" + a.gpu).join(" ");
   }
-  return job.pending_reason || (job.exit_code !== null && job.exit_code !== undefined ? "exit " + job.exit_code : "");
+  if (job.pending_reason) return job.pending_reason;
+  if (job.exit_code !== null && job.exit_code !== undefined) return "exit " + job.exit_code;
+  const ended = needsEndReason(job) ? endReasons.get(job.id) : undefined;
+  if (!ended) return "";
+  return job.started_at === null || job.started_at === undefined ? ended + " (before it ran)" : ended;
+}
+
+async function loadEndReasons(jobs) {
+  // the reason of the event that ended each job needsEndReason (a Job carries none), from the
+  // feed of the ending states since the first was submitted, a page at a time until each is
+  // found; it never changes, so each is read once (endReasons)
+  const wanted = new Map(jobs.filter((j) => needsEndReason(j) && !endReasons.has(j.id)).map((j) => [j.id, j]));
+  if (wanted.size === 0) return;
+  const since = Math.min(...Array.from(wanted.values(), (job) => job.submitted_at));
+  const states = Array.from(new Set(Array.from(wanted.values(), (job) => job.state))).sort();
+  for (let after = 0; ;) {
+    const query = stateQuery(states) + "&since=" + since + "&limit=" + API_LIMIT;
+    const page = await api("/events?" + query + (after ? "&after_id=" + after : ""));
+    for (const event of page) {
+      const job = wanted.get(event.job_id);
+      if (!job || event.new !== job.state || !event.reason) continue;
+      endReasons.set(job.id, event.reason);
+      wanted.delete(job.id);
+    }
+    const last = page.length ? page[page.length - 1].id : after;
+    if (wanted.size === 0 || page.length < API_LIMIT || !(last > after)) return;
+    after = last;
+  }
 }
 
 function actions(job) {
@@ -285,6 +321,14 @@ function actions(job) {
   return cell;
 }
 
+function gpusText(job) {
+  // as danlu ls: "2", "1 x 10.0GiB", or a share of one GPU as its fraction, "0.25"
+  const fraction = ((job.spec || {}).resources || {}).gpu_fraction;
+  const share = typeof fraction === "number" && fraction > 0 && fraction < 1;
+  const gpus = share ? String(Number(fraction.toPrecision(6))) : (job.gpus ?? "-");
+  return job.gpu_memory ? gpus + " x " + bytes(job.gpu_memory) : String(gpus);
+}
+
 function renderJobs(jobs) {
   const body = document.querySelector("#jobs tbody");
   const rows = jobs.map((job) => {
@@ -305,7 +349,7 @@ function renderJobs(jobs) {
     const note = !unfinished ? "" : job.held_at ? " (held)" : job.waiting_on ? " (waiting)" : "";
     row.appendChild(el("td", job.state + note, "state state-" + job.state));
     row.appendChild(el("td", job.priority, "number"));
-    row.appendChild(el("td", job.gpu_memory ? job.gpus + " x " + bytes(job.gpu_memory) : job.gpus));
+    row.appendChild(el("td", gpusText(job)));
     row.appendChild(el("td", age(job.submitted_at), "number"));
     row.appendChild(el("td", where(job)));
     row.appendChild(actions(job));
@@ -430,6 +474,7 @@ async function loadJobs(unfinished) {
   if (!unfinished) {
     const jobs = await api("/jobs?limit=" + (SHOWN_JOBS + 1));
     const note = jobs.length > SHOWN_JOBS ? "showing the newest " + SHOWN_JOBS + " jobs" : "";
+    await loadEndReasons(jobs.slice(0, SHOWN_JOBS));
     return { jobs: jobs.slice(0, SHOWN_JOBS), note };
   }
   // every job on GPUs is listed, however many pending ones were submitted after it
@@ -690,6 +735,7 @@ function clearView() {
   document.getElementById("metric-chart").replaceChildren();
   document.getElementById("metrics").hidden = true;
   metricRecords = [];
+  endReasons.clear();
 }
 
 function signOut(message) {
