@@ -55,8 +55,6 @@ class FakeApi:
         """Webhooks by id, as ``GET /webhooks`` lists them."""
         self.deliveries: dict[str, list[dict[str, Any]]] = {}
         """Per webhook id, its deliveries as ``GET /webhooks/{id}/deliveries`` answers."""
-        self.feed_ids = 0
-        """Events :meth:`end_job` added."""
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handler)
@@ -127,8 +125,6 @@ class FakeApi:
         if path == "/cluster/allocations":
             allocs = [{"job_id": j["id"], **a} for j in self.jobs.values() for a in j["allocation"]]
             return httpx.Response(200, json=allocs)
-        if path == "/events" and method == "GET":
-            return self._feed(request)
         if path == "/users/me":
             return httpx.Response(200, json={"name": "admin", "role": "admin"})
         if path == "/sweeps" and method == "GET":
@@ -168,31 +164,12 @@ class FakeApi:
         return httpx.Response(201, json=job)
 
     def end_job(self, job_id: str, state: str, reason: str, time: float = 2000.0) -> None:
-        """End the job in ``state`` with the event that says ``reason`` (an id of the feed's,
-        above every job's first event)."""
+        """End the job in ``state`` with the event that says ``reason``, which becomes its
+        ``end_reason`` as the server gives it."""
         job = self.jobs[job_id]
-        self.feed_ids += 1
-        event = {"id": 1000 + self.feed_ids, "job_id": job_id, "time": time}
+        event = {"id": 1 + len(self.events[job_id]), "job_id": job_id, "time": time}
         self.events[job_id].append(event | {"old": job["state"], "new": state, "reason": reason})
-        job.update(state=state, finished_at=time, pending_reason=None)
-
-    def _feed(self, request: httpx.Request) -> httpx.Response:
-        """``GET /events``: every job's events, oldest first, as filtered by ``since``,
-        ``after_id``, ``state``, ``project`` and ``user``, the first ``limit``."""
-        params = request.url.params
-        states = params.get_list("state")
-        since = float(params.get("since", 0))
-        after = int(params.get("after_id", 0))
-        found = []
-        for job_id, events in self.events.items():
-            job = self.jobs[job_id]
-            if any(key in params and job[key] != params[key] for key in ("project", "user")):
-                continue
-            for e in events:
-                if e["id"] > after and e["time"] >= since and (not states or e["new"] in states):
-                    found.append(e | {"job_name": job["name"], "user": job["user"]})
-        found.sort(key=lambda e: e["id"])
-        return httpx.Response(200, json=found[: int(params.get("limit", 100))])
+        job.update(state=state, finished_at=time, pending_reason=None, end_reason=reason)
 
     def _list(self, request: httpx.Request) -> httpx.Response:
         states = request.url.params.get_list("state")

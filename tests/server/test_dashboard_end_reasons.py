@@ -1,7 +1,8 @@
-"""The dashboard's Jobs table says why a job that ended before it ran ended (the reason of
-the event that ended it, as ``danlu ls`` says it): its "where / why" was blank. In a real
-browser (the server and browser fixtures of ``test_dashboard``); skipped without
-``/usr/bin/chromium`` unless ``DANLU_TEST_REQUIRE_BROWSER`` is set."""
+"""The dashboard's Jobs table says why a job that ended before it ran ended (the job's
+``end_reason``: the reason of the event that ended it, as ``danlu ls`` says it): its "where /
+why" was blank, then read from the events feed. In a real browser (the server and browser
+fixtures of ``test_dashboard``); skipped without ``/usr/bin/chromium`` unless
+``DANLU_TEST_REQUIRE_BROWSER`` is set."""
 
 from __future__ import annotations
 
@@ -41,12 +42,17 @@ def test_a_job_cancelled_before_it_ran_says_why(live: Live, page: Any) -> None:
         c.post("/cluster/nodes/localhost/uncordon").raise_for_status()
         ended = c.get(f"/jobs/{job['id']}").json()
         assert ended["pending_reason"] is None and ended["exit_code"] is None
+    assert ended["end_reason"] == "cancelled by admin"
+    feeds: list[str] = []
+    page.on("request", lambda r: feeds.append(r.url) if "/api/v1/events" in r.url else None)
     page.fill("#token", live.token)
     page.click("#login button")
     page.select_option("#filter", "all")
     row = page.locator(f'#jobs tr[data-job="{job["id"]}"]')
     expect(row.locator("td.state")).to_have_text("CANCELLED")
     expect(row.locator("td").nth(8)).to_have_text("cancelled by admin (before it ran)")
+    # the feed is read for the Events panel only (its newest events), not for the reasons
+    assert feeds and all("tail=true" in url and "since=" not in url for url in feeds), feeds
 
 
 def test_a_share_of_a_gpu_shows_as_its_fraction(live: Live, page: Any) -> None:

@@ -80,60 +80,19 @@ def ls(
                 jobs = client.list_jobs(
                     states, project=project, user=user, limit=limit, since=start, name=name
                 )
-            if json_out:
-                common.print_json(jobs)
-                return
-            problems: list[str] = []
-            checked = checked_jobs(jobs, problems)
-            ended = end_reasons(client, checked, project=project, user=user)
         except DanluError as exc:
             raise common.fail(exc) from None
+    if json_out:
+        common.print_json(jobs)
+        return
     if not jobs:
         common.console.print("no jobs")
         return
-    table = top_view.jobs_table(checked, width=common.console.width, end_reasons=ended)
-    common.console.print(table)
+    problems: list[str] = []
+    common.console.print(
+        top_view.jobs_table(checked_jobs(jobs, problems), width=common.console.width)
+    )
     common.fail_on(problems)
-
-
-FEED_PAGE = 1000
-"""Events of the feed read a request (the server's most)."""
-
-
-def end_reasons(
-    client: Client,
-    jobs: list[dict[str, Any]],
-    *,
-    project: str | None = None,
-    user: str | None = None,
-) -> dict[str, str]:
-    """Why each of ``jobs`` that ended with nothing else to show ended
-    (:func:`~danlu.cli.top.needs_end_reason`: cancelled or failed before it ran), by job id:
-    the reason of the event that ended it. A Job carries no ending reason, so they are read
-    from the events feed (``GET /events``) of the ending states since the first of them was
-    submitted, a page at a time until every one is found (its ``project`` and ``user``
-    filters as the jobs were listed with)."""
-    wanted = {str(job.get("id")): job for job in jobs if top_view.needs_end_reason(job)}
-    if not wanted:
-        return {}
-    since = min(float(job.get("submitted_at") or 0.0) for job in wanted.values())
-    states = sorted({str(job.get("state")) for job in wanted.values()})
-    found: dict[str, str] = {}
-    after: int | None = None
-    while True:
-        page = client.feed(
-            since=since, after_id=after, project=project, user=user, state=states, limit=FEED_PAGE
-        )
-        for event in page:
-            job_id, reason = str(event.get("job_id")), event.get("reason")
-            if job_id in wanted and event.get("new") == wanted[job_id].get("state") and reason:
-                found[job_id] = str(reason)
-        last = page[-1].get("id") if page else None
-        if len(found) == len(wanted) or len(page) < FEED_PAGE:
-            return found
-        if not isinstance(last, int) or isinstance(last, bool) or (after and last <= after):
-            return found  # no cursor to read on from: the reasons found so far
-        after = last
 
 
 SHOWN_EVENTS = 100

@@ -88,6 +88,7 @@ JOB_FIELDS: Mapping[str, Field] = {
     "user": TEXT,
     "state": TEXT,
     "pending_reason": TEXT,
+    "end_reason": TEXT,
     "priority": WHOLE,
     "restarts": WHOLE,
     "preemptions": WHOLE,

@@ -322,7 +322,8 @@ ENDED = ("SUCCEEDED", "FAILED", "CANCELLED")
 def needs_end_reason(job: dict[str, Any]) -> bool:
     """Whether ``job`` ended with nothing of its own to show in "where / why": no GPUs held
     and no exit code (cancelled or failed before it ran, or stopped without a run's exit);
-    its ending reason is then that of the event that ended it (:func:`end_text`)."""
+    its ``end_reason`` (the reason of the event that ended it) is shown then
+    (:func:`end_text`)."""
     return (
         job.get("state") in ENDED
         and not job.get("allocation")
@@ -337,18 +338,19 @@ def end_text(job: dict[str, Any], reason: str) -> str:
     return f"{reason} (before it ran)" if job.get("started_at") is None else reason
 
 
-def _job_cells(job: dict[str, Any], now: float, end_reason: str | None = None) -> dict[str, Text]:
+def _job_cells(job: dict[str, Any], now: float) -> dict[str, Text]:
     """A job's cells by column, as text (neither Rich markup nor control characters: a
     name like ``[/x]`` crashed the table; a reason's escape sequence is shown, not acted on).
-    ``end_reason``: why an ended job ended (the reason of the event that ended it), shown
-    where it has nothing else to show (:func:`needs_end_reason`)."""
+    An ended job's ``end_reason`` (why it ended; a server older than the field sends none)
+    is shown where it has nothing else to show (:func:`needs_end_reason`)."""
+    end_reason = job.get("end_reason")
     alloc = job.get("allocation") or []
     where = ", ".join(f"{a.get('node')}:{a.get('gpu')}" for a in alloc)
     if not where and job.get("state") == "PENDING":
         where = str(job.get("pending_reason") or "")
     elif job.get("exit_code") is not None and not where:
         where = f"exit {job['exit_code']}"
-    elif end_reason and needs_end_reason(job):
+    elif isinstance(end_reason, str) and end_reason and needs_end_reason(job):
         where = end_text(job, end_reason)
     plain = {
         "id": job.get("id", ""),
@@ -373,15 +375,9 @@ class JobsTable(FittedTable):
     FLOORS: Mapping[str, int] = {"name": 8, "where / why": 14}
 
     def __init__(
-        self,
-        jobs: Sequence[dict[str, Any]],
-        now: float,
-        title: str,
-        width: int | None,
-        end_reasons: Mapping[str, str] | None = None,
+        self, jobs: Sequence[dict[str, Any]], now: float, title: str, width: int | None
     ) -> None:
-        ended = end_reasons or {}
-        self.rows = [_job_cells(job, now, ended.get(str(job.get("id")))) for job in jobs]
+        self.rows = [_job_cells(job, now) for job in jobs]
         self.title = title
         self.width = width
 
@@ -423,13 +419,11 @@ def jobs_table(
     now: float | None = None,
     title: str = "",
     width: int | None = None,
-    end_reasons: Mapping[str, str] | None = None,
 ) -> JobsTable:
     """A table of jobs: id, name, user, state, priority, GPUs, restarts, age, placement/reason
     (user, priority and restarts left out under 120 columns: ``width``, else the width it is
-    printed at); a line per job where the table would cut its text (:class:`JobsTable`).
-    ``end_reasons``: by job id, why an ended job ended (:func:`_job_cells`)."""
-    return JobsTable(jobs, time.time() if now is None else now, title, width, end_reasons)
+    printed at); a line per job where the table would cut its text (:class:`JobsTable`)."""
+    return JobsTable(jobs, time.time() if now is None else now, title, width)
 
 
 def summary_line(

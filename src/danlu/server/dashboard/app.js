@@ -28,8 +28,6 @@ let generation = 0;  // of the newest refresh(): an older one ending after it re
 let refreshing = 0;  // the generation of the newest refresh while it is in flight, else 0
 let shownJob = null;  // the id of the job whose detail panel is open
 let shownEnded = false;  // that job had ended when the panel last showed it
-// why each ended job ended, by id, as loadEndReasons read it (it never changes)
-const endReasons = new Map();
 // the last action's failure (a Cancel refused, ...): the status line keeps it after each
 // refresh until the next action or sign-out, so that a refresh 2 s later does not wipe it
 let actionError = "";
@@ -256,7 +254,7 @@ async function nodeAct(name, what, gpu, asked) {
 
 function needsEndReason(job) {
   // an ended job with no GPUs held and no exit code (cancelled or failed before it ran, or
-  // stopped without a run's exit): its "where / why" is why it ended, as danlu ls says it
+  // stopped without a run's exit): its "where / why" is its end_reason, as danlu ls says it
   return !UNFINISHED.includes(job.state) && !(job.allocation && job.allocation.length) &&
     (job.exit_code === null || job.exit_code === undefined) && !job.pending_reason;
 }
@@ -267,32 +265,10 @@ function where(job) {
   }
   if (job.pending_reason) return job.pending_reason;
   if (job.exit_code !== null && job.exit_code !== undefined) return "exit " + job.exit_code;
-  const ended = needsEndReason(job) ? endReasons.get(job.id) : undefined;
+  // the reason of the event that ended it (a server older than the field sends none)
+  const ended = needsEndReason(job) ? job.end_reason : undefined;
   if (!ended) return "";
   return job.started_at === null || job.started_at === undefined ? ended + " (before it ran)" : ended;
-}
-
-async function loadEndReasons(jobs) {
-  // the reason of the event that ended each job needsEndReason (a Job carries none), from the
-  // feed of the ending states since the first was submitted, a page at a time until each is
-  // found; it never changes, so each is read once (endReasons)
-  const wanted = new Map(jobs.filter((j) => needsEndReason(j) && !endReasons.has(j.id)).map((j) => [j.id, j]));
-  if (wanted.size === 0) return;
-  const since = Math.min(...Array.from(wanted.values(), (job) => job.submitted_at));
-  const states = Array.from(new Set(Array.from(wanted.values(), (job) => job.state))).sort();
-  for (let after = 0; ;) {
-    const query = stateQuery(states) + "&since=" + since + "&limit=" + API_LIMIT;
-    const page = await api("/events?" + query + (after ? "&after_id=" + after : ""));
-    for (const event of page) {
-      const job = wanted.get(event.job_id);
-      if (!job || event.new !== job.state || !event.reason) continue;
-      endReasons.set(job.id, event.reason);
-      wanted.delete(job.id);
-    }
-    const last = page.length ? page[page.length - 1].id : after;
-    if (wanted.size === 0 || page.length < API_LIMIT || !(last > after)) return;
-    after = last;
-  }
 }
 
 function actions(job) {
@@ -474,7 +450,6 @@ async function loadJobs(unfinished) {
   if (!unfinished) {
     const jobs = await api("/jobs?limit=" + (SHOWN_JOBS + 1));
     const note = jobs.length > SHOWN_JOBS ? "showing the newest " + SHOWN_JOBS + " jobs" : "";
-    await loadEndReasons(jobs.slice(0, SHOWN_JOBS));
     return { jobs: jobs.slice(0, SHOWN_JOBS), note };
   }
   // every job on GPUs is listed, however many pending ones were submitted after it
@@ -735,7 +710,6 @@ function clearView() {
   document.getElementById("metric-chart").replaceChildren();
   document.getElementById("metrics").hidden = true;
   metricRecords = [];
-  endReasons.clear();
 }
 
 function signOut(message) {

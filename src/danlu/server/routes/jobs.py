@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from fastapi.routing import APIRoute
 from fastapi.security.utils import get_authorization_scheme_param
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from danlu.core.errors import SpecError
@@ -18,7 +19,7 @@ from danlu.core.metric_record import parse_json
 from danlu.core.spec import JobSpec, check_limits
 from danlu.core.values import MAX_INT, check_values
 from danlu.executors import Handle, UnknownHandleError
-from danlu.server.db import User
+from danlu.server.db import Job, User
 from danlu.server.errors import ConflictError, PermissionDenied
 from danlu.server.routes.deps import Caller, ServerState, State, checked_name, single_valued
 from danlu.server.routes.estimation import resolve_memory, submission_notes
@@ -120,7 +121,14 @@ def list_jobs(
             name=name,
             before_id=before_id,
         )
-        return [job_out(j) for j in rows]
+        return jobs_out(session, rows)
+
+
+def jobs_out(session: Session, rows: list[Job]) -> list[dict[str, Any]]:
+    """``rows`` as the API's Job objects, each ended one with its ``end_reason`` (read for
+    all of them in one query)."""
+    ended = jobs.end_reasons(session, rows)
+    return [job_out(job, ended.get(job.id)) for job in rows]
 
 
 def _run_of(state: ServerState, job_id: str, user: User, *, logs: bool = False) -> Handle:
@@ -142,7 +150,8 @@ def get_job(job_id: str, user: Caller, state: State) -> dict[str, Any]:
     """One job."""
     checked_name(job_id, "job")
     with state.db.read_session() as session:
-        return job_out(jobs.get_job(session, job_id, user))
+        (out,) = jobs_out(session, [jobs.get_job(session, job_id, user)])
+        return out
 
 
 @router.patch("/{job_id}", response_model=JobOut, summary="Change an unfinished job")
@@ -168,7 +177,7 @@ def cancel_job(job_id: str, user: Caller, state: State) -> dict[str, Any]:
     """A queued job is cancelled now; a running one is stopped by the reconcile loop."""
     checked_name(job_id, "job")
     with state.db.session() as session:
-        out = job_out(jobs.cancel_job(session, job_id, user))
+        (out,) = jobs_out(session, [jobs.cancel_job(session, job_id, user)])
     if state.wake is not None:
         state.wake()
     return out

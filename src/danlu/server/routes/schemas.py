@@ -90,6 +90,9 @@ class JobOut(BaseModel):
     """When the retention deleted the finished job's metrics, logs and checkpoints."""
     exit_code: int | None
     pending_reason: str | None
+    end_reason: str | None = None
+    """Why a job that ended (SUCCEEDED, FAILED, CANCELLED) ended: the reason of the event
+    that ended it (``cancelled by alice``); null for a job that has not ended."""
     allocation: list[Share]
     gpus: int
     gpu_memory: int | None
@@ -383,8 +386,9 @@ class HealthOut(BaseModel):
     version: str
 
 
-def job_out(job: Job) -> dict[str, Any]:
-    """``job`` as the API's Job object."""
+def job_out(job: Job, end_reason: str | None = None) -> dict[str, Any]:
+    """``job`` as the API's Job object; ``end_reason``: why it ended, if it did
+    (:func:`~danlu.server.services.jobs.end_reasons`)."""
     allocation = [
         {
             "node": str(s["node"]),
@@ -418,6 +422,7 @@ def job_out(job: Job) -> dict[str, Any]:
         "waiting_on": job.waiting_on,
         "exit_code": job.exit_code,
         "pending_reason": job.pending_reason,
+        "end_reason": end_reason,
         "allocation": allocation,
         "gpus": len(allocation) if allocation else requested,
         "gpu_memory": job.gpu_memory_per_gpu,

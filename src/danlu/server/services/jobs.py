@@ -725,6 +725,23 @@ def why(session: Session, job: Job, now: float | None = None) -> str:
     return reason
 
 
+def end_reasons(session: Session, jobs: Iterable[Job]) -> dict[str, str]:
+    """Why each of ``jobs`` that ended (SUCCEEDED, FAILED, CANCELLED) ended, by job id: the
+    reason of its newest event into the state it is in; one query for them all. A job whose
+    ending event says nothing is left out."""
+    ended = [job.id for job in jobs if JobState(job.state).terminal]
+    if not ended:
+        return {}
+    newest = (
+        select(func.max(JobEvent.id))
+        .join(Job, (Job.id == JobEvent.job_id) & (Job.state == JobEvent.new))
+        .where(JobEvent.job_id.in_(ended))
+        .group_by(JobEvent.job_id)
+    )
+    rows = session.execute(select(JobEvent.job_id, JobEvent.reason).where(JobEvent.id.in_(newest)))
+    return {job_id: reason for job_id, reason in rows if reason}
+
+
 _NAMED_NODES = 5
 """Cordoned nodes :func:`why` names at most."""
 
