@@ -10,8 +10,8 @@ Replays a logical allocation sequence and reports what the allocator would hold:
   address); the block is split when the rest is at least 512 bytes (small pool) or more than
   1 MiB (large pool), otherwise the whole block is handed out;
 * freed blocks merge with free neighbours of the same segment and stay cached (reserved);
-* when a new segment would exceed the capacity, cached segments that are entirely free are
-  released and the allocation retried; if it still does not fit, the replay records an OOM.
+* there is no capacity: a new segment is always obtained and cached segments are never given
+  back, so the peaks are what a step reserves when nothing forces the cache to shrink.
 
 Not modelled: multiple streams, ``expandable_segments``, ``max_split_size_mb`` and
 ``roundup_power2_divisions`` (all off by default), CUDA graphs.
@@ -63,16 +63,13 @@ class AllocatorStats:
     peak_allocated: int = 0
     peak_reserved: int = 0
     segments: int = 0
-    ooms: int = 0
-    released: int = 0
     history: list[int] = field(default_factory=list)
 
 
 class CachingAllocatorModel:
     """Replays ``malloc``/``free`` through the caching allocator's block and pool rules."""
 
-    def __init__(self, capacity_bytes: int | None = None) -> None:
-        self.capacity = capacity_bytes
+    def __init__(self) -> None:
         self.stats = AllocatorStats()
         self._free: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
         self._by_addr: dict[int, _Block] = {}
@@ -88,11 +85,7 @@ class CachingAllocatorModel:
         i = bisect.bisect_left(pool, (b.size, b.addr))
         del pool[i]
 
-    def _segment(self, size: int, small: bool) -> _Block | None:
-        if self.capacity is not None and self.stats.reserved + size > self.capacity:
-            self.release_cached()
-            if self.stats.reserved + size > self.capacity:
-                return None
+    def _segment(self, size: int, small: bool) -> _Block:
         b = _Block(self._next_addr, size, small)
         self._next_addr += size + ROUND_LARGE  # segments are never adjacent
         self._by_addr[b.addr] = b
@@ -100,21 +93,6 @@ class CachingAllocatorModel:
         self.stats.segments += 1
         self.stats.peak_reserved = max(self.stats.peak_reserved, self.stats.reserved)
         return b
-
-    def release_cached(self) -> None:
-        """Give back every segment that is entirely free (``torch.cuda.empty_cache``)."""
-        for small in (True, False):
-            keep = []
-            for size, addr in self._free[small]:
-                b = self._by_addr[addr]
-                if b.prev is None and b.next is None:
-                    del self._by_addr[addr]
-                    self.stats.reserved -= size
-                    self.stats.segments -= 1
-                    self.stats.released += size
-                else:
-                    keep.append((size, addr))
-            self._free[small] = keep
 
     # -- public --------------------------------------------------------------------------
     def malloc(self, key: int, nbytes: int) -> None:
@@ -129,15 +107,7 @@ class CachingAllocatorModel:
             block = self._by_addr[pool[i][1]]
             del pool[i]
         else:
-            new = self._segment(segment_size(size), small)
-            if new is None:
-                self.stats.ooms += 1
-                new = _Block(self._next_addr, segment_size(size), small)
-                self._next_addr += new.size + ROUND_LARGE
-                self._by_addr[new.addr] = new
-                self.stats.reserved += new.size
-                self.stats.peak_reserved = max(self.stats.peak_reserved, self.stats.reserved)
-            block = new
+            block = self._segment(segment_size(size), small)
         remaining = block.size - size
         if (small and remaining >= MIN_BLOCK) or (not small and remaining > SMALL_SIZE):
             rest = _Block(block.addr + size, remaining, small, prev=block, next=block.next)

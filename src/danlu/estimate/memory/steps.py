@@ -210,7 +210,7 @@ def train_step(
     for _ in range(accumulation):
         mark("forward")
         with autocast(precision, device):
-            loss = loss_fn(model, batch)
+            loss = checked_loss(loss_fn(model, batch))
         if accumulation > 1:
             loss = loss / accumulation
         mark("backward")
@@ -221,6 +221,30 @@ def train_step(
     mark("zero_grad")
     opt.zero_grad(set_to_none=True)
     mark("end")
+
+
+def checked_loss(loss: Any) -> torch.Tensor:
+    """``loss`` when it is what ``loss.backward()`` needs: a one-element tensor that requires
+    grad. Anything else (a tuple or dict with the loss in it, a Python number, a per-sample
+    loss, a loss computed without the model's parameters) is a :class:`SpecError` on
+    ``MODEL_REF`` saying what ``loss_fn`` returned, where backward failed with an error that
+    named neither the function nor the fix (``'tuple' object has no attribute 'backward'``)."""
+    fix = "return the micro-batch's mean loss as a scalar tensor computed from the model"
+    if not isinstance(loss, torch.Tensor):
+        raise SpecError("MODEL_REF", f"loss_fn returned a {type(loss).__name__}: {fix}")
+    if loss.numel() != 1:
+        raise SpecError(
+            "MODEL_REF",
+            f"loss_fn returned a tensor of shape {tuple(loss.shape)}, not one value "
+            f"(a per-sample loss?): {fix} (e.g. .mean())",
+        )
+    if not loss.requires_grad:
+        raise SpecError(
+            "MODEL_REF",
+            "loss_fn returned a tensor that does not require grad (computed without the "
+            f"model's trainable parameters, or under torch.no_grad()): {fix}",
+        )
+    return loss
 
 
 def storages(objs: Any) -> Iterator[torch.UntypedStorage]:
