@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import event, select, update
 
 from danlu.core.cluster import Allocation, GpuShare
 from danlu.core.errors import PlacementError
@@ -67,6 +67,8 @@ def test_a_plan_writes_its_rows_in_one_statement_per_set_of_columns(seeded: Data
         applied = record.apply_plan(s, Plan(starts=starts), NOW + 10)
         assert len(applied.started) == 4
     assert counts == [1, 4]
+    with seeded.session() as s:  # the executor took their launches: they ran
+        s.execute(update(Job).where(Job.id.in_(ids)).values(launched_attempt=1))
     with seeded.session() as s, job_updates(seeded) as counts:
         preempts = tuple(Preempt(job_id, "test") for job_id in ids[:3])
         rebatches = (Rebatch(ids[3], 128),)

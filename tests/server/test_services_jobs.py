@@ -198,6 +198,7 @@ def test_preempted_job_requeues(seeded: Database) -> None:
         alice = users.get_user(s, "alice")
         job = jobs.submit(s, spec(), alice, now=NOW)
         jobs.change_state(s, job, JobState.RUNNING, "scheduled", NOW, allocation=SHARE)
+        job.launched_attempt = job.attempt  # the executor took it: it ran
         jobs.change_state(s, job, JobState.PREEMPTING, "higher priority", NOW + 1)
         assert job.allocation == SHARE  # still held while checkpointing
         jobs.settle_exit(s, job, succeeded=False, exit_code=75, reason="checkpointed", now=NOW + 2)
@@ -209,6 +210,7 @@ def test_a_job_lost_with_its_node_requeues_without_a_restart(seeded: Database) -
     with seeded.session() as s:
         job = jobs.submit(s, spec(max_restarts=0), users.get_user(s, "alice"), now=NOW)
         jobs.change_state(s, job, JobState.RUNNING, "scheduled", NOW, allocation=SHARE)
+        job.launched_attempt = job.attempt  # the executor took it: it ran
         jobs.settle_exit(
             s, job, succeeded=False, exit_code=None, reason="node n3 left", node_lost=True
         )

@@ -1,4 +1,6 @@
-"""Jobs: submit (with admission), list, get, cancel, explain, and the ONE state change.
+"""Jobs: submit (with admission), list, get, cancel, and the ONE state change; why a job is
+where it is, and the stops its limits call for, are :mod:`~danlu.server.services.job_reasons`'s
+(re-exported here).
 
 :func:`change_state` (and :func:`change_state_batched`, its form for a scheduling round) is
 the only code that writes ``Job.state``; both check the edge against
@@ -11,7 +13,7 @@ import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import case, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -20,32 +22,30 @@ from danlu.core.errors import PlacementError, SpecError
 from danlu.core.spec import MAX_PRIORITY, JobSpec, check_limits, parse_spec
 from danlu.core.state import JobState, check_transition, restart_backoff
 from danlu.core.sweep import MEMBERSHIP_ENV
-from danlu.core.units import format_bytes, format_duration
-from danlu.server.db.models import Gpu, Job, JobEvent, JobRun, Node, User
+from danlu.core.units import format_duration
+from danlu.server.db.models import Job, JobEvent, JobRun, User
 from danlu.server.errors import ConflictError
 from danlu.server.services import dependencies, pending_reasons, submission, webhooks
 from danlu.server.services.bulk import EventBatch, flush_jobs
-from danlu.server.services.cluster import ABSENT
 from danlu.server.services.common import by_id, lock_row, resolve_now, state_values
+
+# re-exported: they lived here
+from danlu.server.services.job_reasons import CHECKPOINT_DIR_FAULT as CHECKPOINT_DIR_FAULT
+from danlu.server.services.job_reasons import LIMIT_STOPS as LIMIT_STOPS
+from danlu.server.services.job_reasons import NODE_FAULT as NODE_FAULT
+from danlu.server.services.job_reasons import UNLAUNCHED_CAUSES as UNLAUNCHED_CAUSES
+from danlu.server.services.job_reasons import cancellations as cancellations
+from danlu.server.services.job_reasons import end_reasons as end_reasons
+from danlu.server.services.job_reasons import expired as expired
+from danlu.server.services.job_reasons import over_time as over_time
+from danlu.server.services.job_reasons import why as why
 from danlu.server.services.projects import HOLDING
 from danlu.server.services.users import check_own_listing, revoke_job_tokens
 
 MAX_LIMIT = 1000
 RESTART_BACKOFF_SECONDS = 10.0
-NODE_FAULT = "the node could not launch it"
-"""How the reason of a launch that failed for the node's reasons begins
-(:func:`requeue_unlaunched`)."""
-CHECKPOINT_DIR_FAULT = "the control plane could not make its checkpoint directory"
-"""How the reason of a launch begins that the control plane did not make, as it could not
-make the job's checkpoint directory (:func:`requeue_unlaunched`): no node is to blame."""
-UNLAUNCHED_CAUSES = (NODE_FAULT, CHECKPOINT_DIR_FAULT)
-"""The reasons a job is re-queued without a launch begin with (:func:`why` tells its
-backoff with the reason)."""
 NOT_LAUNCHED = Job.launched_attempt.is_not(None) & (Job.launched_attempt < Job.attempt)
 """The SQL of :func:`not_launched`: the jobs whose current run the executor has not taken."""
-LIMIT_STOPS = ("deadline passed", "time limit reached")
-"""How the cancel reasons of a deadline's and a time limit's stops begin (:func:`expired`,
-:func:`over_time`): such a stop gives the job its preemption grace to checkpoint."""
 NODE_RETRY_CAP_SECONDS = 600.0
 """Longest wait before a job is launched again after launches the node failed."""
 ShareDict = dict[str, Any]
@@ -250,7 +250,9 @@ def _release(job: Job, t: float) -> dict[str, Any] | None:
     """Account the service received on the current allocation up to ``t`` and drop it, with
     the measurement taken on it (keeping the progress it reported). Returns the
     :class:`~danlu.server.db.models.JobRun` row of the stretch that ends (None without one),
-    for the caller to write."""
+    for the caller to write. A run the executor never launched (:func:`not_launched`) is
+    charged nothing: its stretch ends at its start (:func:`_charged_until`), and that empty
+    stretch is no row."""
     run = None
     if job.moved_from is not None:  # only when set: a round's bulk UPDATE skips it else
         job.moved_from = None
@@ -259,20 +261,30 @@ def _release(job: Job, t: float) -> dict[str, Any] | None:
         milli = sum(int(s["milli"]) for s in job.allocation)
         job.attained_service += held * milli / MILLI_PER_GPU
         job.run_time += held
-        run = {
-            "job_id": job.id,
-            "project_id": job.project_id,
-            "user_id": job.user_id,
-            "started_at": job.last_start,
-            "ended_at": max(t, job.last_start),
-            "gpu_milli": milli,
-            "gpu_memory": sum(int(s["memory"]) for s in job.allocation),
-        }
+        if held > 0 or not not_launched(job):  # a run never launched: no stretch
+            run = {
+                "job_id": job.id,
+                "project_id": job.project_id,
+                "user_id": job.user_id,
+                "started_at": job.last_start,
+                "ended_at": max(t, job.last_start),
+                "gpu_milli": milli,
+                "gpu_memory": sum(int(s["memory"]) for s in job.allocation),
+            }
     job.allocation = None
     if job.observed:
         progress = job.observed.get("progress")
         job.observed = {"progress": progress} if progress is not None else None
     return run
+
+
+def _charged_until(job: Job, t: float) -> float:
+    """When a move at ``t`` ends ``job``'s current stretch: ``t``, or its start for a run
+    the executor never launched (:func:`not_launched`: its wait for GPUs another run held
+    is no usage, as a stop before the launch charges none)."""
+    if not_launched(job) and job.last_start is not None:
+        return min(t, job.last_start)
+    return t
 
 
 def change_state(
@@ -357,7 +369,8 @@ def _transition(
     elif new.value not in HOLDING:
         run = _release(job, t if ran_until is None else min(t, ran_until))
     if new is JobState.PREEMPTING:
-        job.preemptions += 1
+        if not not_launched(job):  # a run never launched loses no work: no preemption
+            job.preemptions += 1
     elif new is JobState.RESTARTING and counted:
         job.restarts += 1
         job.next_attempt_at = t + restart_backoff(job.restarts, RESTART_BACKOFF_SECONDS)
@@ -392,11 +405,15 @@ def resize(
     job_id = job.id
     if job.state != JobState.RUNNING.value or not allocation:
         raise PlacementError(f"cannot resize job {job.id} in state {job.state}")
-    moved = job.attempt if job.moved_from is None else job.moved_from
-    run = _release(job, t)
+    waiting = not_launched(job)
+    # the run it leaves, judged when the new one launches: a run never launched has no exit
+    # to judge (its new run's clock then starts at its own launch, as a first run's does)
+    moved = job.moved_from if job.moved_from is not None or waiting else job.attempt
+    run = _release(job, _charged_until(job, t))
     if run is not None:
         events.add_run(run)
-    job.moved_from = moved  # the run it leaves: judged when the new one is launched
+    if moved is not None:  # the run it leaves: judged when the new one is launched
+        job.moved_from = moved
     job.allocation = [dict(s) for s in allocation]
     job.last_start = t
     _new_attempt(job)
@@ -504,62 +521,6 @@ def hold(
             job.pending_reason = None
     flush_or_conflict(session, job.id)
     return job
-
-
-def expired(session: Session, now: float | None = None) -> list[tuple[str, str]]:
-    """The unfinished jobs whose deadline has passed and that are not being cancelled yet,
-    in submission order: each job's id and the reason to cancel it with."""
-    t = resolve_now(now)
-    query = select(Job.id, Job.deadline_at, Job.submitted_at).where(  # ix_jobs_state_deadline_at
-        Job.state.in_([s.value for s in JobState if not s.terminal]),
-        Job.deadline_at <= t,
-        Job.cancel_requested_at.is_(None),
-    )
-    rows = session.execute(query.order_by(Job.seq)).all()
-    return [
-        (
-            job_id,
-            f"{LIMIT_STOPS[0]}: not finished {_seconds(deadline - submitted)} after submission",
-        )
-        for job_id, deadline, submitted in rows
-        if deadline is not None  # always: the query compares it
-    ]
-
-
-def _seconds(span: float) -> str:
-    """``span`` as ``Ns`` to the millisecond, never in exponent form (``:g`` wrote a 14-day
-    deadline as ``1.2096e+06s``): what the deadline's reason says (docs/api.md)."""
-    return f"{round(span, 3):.15g}s"
-
-
-def over_time(session: Session, now: float | None = None) -> list[tuple[str, str]]:
-    """The unfinished jobs that have held GPUs for their ``time_limit`` (the runs ended so
-    far plus the current one) and that are not being cancelled yet, in submission order:
-    each job's id and the reason to cancel it with. A queued job whose runs already used
-    the whole limit (re-queued by a preemption just before it) is among them."""
-    t = resolve_now(now)
-    current = case(
-        (Job.state.in_(HOLDING) & Job.last_start.is_not(None), t - Job.last_start), else_=0.0
-    )
-    used = Job.run_time + current
-    query = select(Job.id, Job.time_limit, used).where(  # ix_jobs_state_time_limit
-        Job.state.in_([s.value for s in JobState if not s.terminal]),
-        Job.time_limit.is_not(None),
-        Job.cancel_requested_at.is_(None),
-        used >= Job.time_limit,
-    )
-    rows = session.execute(query.order_by(Job.seq)).all()
-    return [
-        (job_id, f"{LIMIT_STOPS[1]}: ran {format_duration(ran)} of {format_duration(limit)}")
-        for job_id, limit, ran in rows
-        if limit is not None  # always: the query compares it
-    ]
-
-
-def cancellations(session: Session) -> list[Job]:
-    """Jobs holding GPUs whose cancellation was requested (for the reconcile loop)."""
-    query = select(Job).where(Job.state.in_(HOLDING), Job.cancel_requested_at.is_not(None))
-    return list(session.scalars(query.order_by(Job.seq)))
 
 
 RESUME_REASON = "re-queued to resume from its last checkpoint"
@@ -679,105 +640,3 @@ def requeue_lost(session: Session, job: Job, lost: list[str], now: float | None 
     settle_exit(
         session, job, succeeded=False, exit_code=None, reason=reason, node_lost=True, now=now
     )
-
-
-def why(session: Session, job: Job, now: float | None = None) -> str:
-    """Explain in one sentence why ``job`` is where it is (mainly: why it is pending); a
-    pending job names the nodes closed to new work, and an unfinished job with a deadline
-    says when it will be cancelled."""
-    t = resolve_now(now)
-    reason = _why(session, job, t)
-    if job.state == JobState.PENDING.value:
-        # not nodes or GPUs gone from the inventory (their rows kept for an admin's close):
-        # nothing is scheduled there anyway
-        query = (
-            select(Node.name)
-            .where(Node.cordoned_at.is_not(None), Node.position != ABSENT)
-            .order_by(Node.position)
-        )
-        closed = list(session.scalars(query.limit(_NAMED_NODES + 1)))
-        gpus = (
-            select(Node.name, Gpu.index)
-            .join(Gpu, Gpu.node_id == Node.id)
-            .where(Gpu.cordoned_at.is_not(None), Node.cordoned_at.is_(None))
-            .where(Node.position != ABSENT, Gpu.memory != ABSENT)
-            .order_by(Node.position, Gpu.index)
-        )
-        closed += [f"{n} GPU {i}" for n, i in session.execute(gpus.limit(_NAMED_NODES + 1))]
-        if closed:
-            names = ", ".join(closed[:_NAMED_NODES]) + (
-                ", ..." if len(closed) > _NAMED_NODES else ""
-            )
-            reason += f"; cordoned (no new work): {names}"
-    if job.deadline_at is not None and not JobState(job.state).terminal:
-        left = job.deadline_at - t
-        reason += f"; cancelled at its deadline in {left:.0f}s" if left > 0 else "; deadline passed"
-    if job.time_limit is not None and not JobState(job.state).terminal:
-        ran = job.run_time
-        if job.state in HOLDING and job.last_start is not None:
-            ran += max(0.0, t - job.last_start)
-        left = job.time_limit - ran
-        reason += (
-            f"; {format_duration(left)} left of its time limit of {format_duration(job.time_limit)}"
-            if left > 0
-            else "; time limit reached"
-        )
-    return reason
-
-
-def end_reasons(session: Session, jobs: Iterable[Job]) -> dict[str, str]:
-    """Why each of ``jobs`` that ended (SUCCEEDED, FAILED, CANCELLED) ended, by job id: the
-    reason of its newest event into the state it is in; one query for them all. A job whose
-    ending event says nothing is left out."""
-    ended = [job.id for job in jobs if JobState(job.state).terminal]
-    if not ended:
-        return {}
-    newest = (
-        select(func.max(JobEvent.id))
-        .join(Job, (Job.id == JobEvent.job_id) & (Job.state == JobEvent.new))
-        .where(JobEvent.job_id.in_(ended))
-        .group_by(JobEvent.job_id)
-    )
-    rows = session.execute(select(JobEvent.job_id, JobEvent.reason).where(JobEvent.id.in_(newest)))
-    return {job_id: reason for job_id, reason in rows if reason}
-
-
-_NAMED_NODES = 5
-"""Cordoned nodes :func:`why` names at most."""
-
-
-def _why(session: Session, job: Job, t: float) -> str:
-    """:func:`why` without the deadline."""
-    state = JobState(job.state)
-    if state is JobState.PENDING and job.held_at is not None:
-        return f"{job.pending_reason or 'held'}: not scheduled until released (danlu release)"
-    if state is JobState.PENDING and job.waiting_on is not None:
-        return dependencies.explain(session, job)
-    if state is JobState.PENDING:
-        if job.next_attempt_at is not None and job.next_attempt_at > t:
-            wait = f"eligible again in {job.next_attempt_at - t:.0f}s"
-            if job.pending_reason and job.pending_reason.startswith(UNLAUNCHED_CAUSES):
-                return f"{job.pending_reason}; {wait}"
-            return f"backing off after restart {job.restarts}: {wait}"
-        # the policy's reason says what holds it back: the order it ranks the queue in is
-        # its own (priorities, aging, fair shares), not the order of submission
-        return job.pending_reason or "waiting for the next scheduling round"
-    if state.value in HOLDING:
-        where = ", ".join(
-            f"{s['node']}:{s['gpu']}"
-            + (f" ({format_bytes(s['memory'])})" if int(s["milli"]) < MILLI_PER_GPU else "")
-            for s in job.allocation or ()
-        )
-        verb = "running" if state is JobState.RUNNING else "checkpointing before re-queue"
-        extra = "; cancellation requested" if job.cancel_requested_at is not None else ""
-        if job.held_at is not None and not extra:
-            extra = "; held: preempted by checkpoint next round, it waits until released"
-        return f"{verb} on {where or 'no GPUs'}{extra}"
-    if state is JobState.RESTARTING:
-        return f"restarting after a failure (restart {job.restarts})"
-    last = session.scalar(
-        select(JobEvent.reason).where(JobEvent.job_id == job.id).order_by(JobEvent.id.desc())
-    )
-    said, ended = last or "finished", state.value.lower()
-    # "failed (exit code 3)" says the state already: not "failed: failed (exit code 3)"
-    return said if said.lower().startswith(ended) else f"{ended}: {said}"

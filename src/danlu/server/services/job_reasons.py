@@ -1,0 +1,192 @@
+"""Why a job is where it is (:func:`why`, :func:`end_reasons`), and the jobs whose limits
+call for a stop (:func:`expired`, :func:`over_time`) or whose cancellation waits for the
+reconcile loop (:func:`cancellations`). Re-exported by :mod:`danlu.server.services.jobs`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import case, func, select
+from sqlalchemy.orm import Session
+
+from danlu.core.cluster import MILLI_PER_GPU
+from danlu.core.state import JobState
+from danlu.core.units import format_bytes, format_duration
+from danlu.server.db.models import Gpu, Job, JobEvent, Node
+from danlu.server.services import dependencies
+from danlu.server.services.cluster import ABSENT
+from danlu.server.services.common import resolve_now
+from danlu.server.services.projects import HOLDING
+
+NODE_FAULT = "the node could not launch it"
+"""How the reason of a launch that failed for the node's reasons begins
+(:func:`~danlu.server.services.jobs.requeue_unlaunched`)."""
+CHECKPOINT_DIR_FAULT = "the control plane could not make its checkpoint directory"
+"""How the reason of a launch begins that the control plane did not make, as it could not
+make the job's checkpoint directory
+(:func:`~danlu.server.services.jobs.requeue_unlaunched`): no node is to blame."""
+UNLAUNCHED_CAUSES = (NODE_FAULT, CHECKPOINT_DIR_FAULT)
+"""The reasons a job is re-queued without a launch begin with (:func:`why` tells its
+backoff with the reason)."""
+LIMIT_STOPS = ("deadline passed", "time limit reached")
+"""How the cancel reasons of a deadline's and a time limit's stops begin (:func:`expired`,
+:func:`over_time`): such a stop gives the job its preemption grace to checkpoint."""
+
+
+def expired(session: Session, now: float | None = None) -> list[tuple[str, str]]:
+    """The unfinished jobs whose deadline has passed and that are not being cancelled yet,
+    in submission order: each job's id and the reason to cancel it with."""
+    t = resolve_now(now)
+    query = select(Job.id, Job.deadline_at, Job.submitted_at).where(  # ix_jobs_state_deadline_at
+        Job.state.in_([s.value for s in JobState if not s.terminal]),
+        Job.deadline_at <= t,
+        Job.cancel_requested_at.is_(None),
+    )
+    rows = session.execute(query.order_by(Job.seq)).all()
+    return [
+        (
+            job_id,
+            f"{LIMIT_STOPS[0]}: not finished {_seconds(deadline - submitted)} after submission",
+        )
+        for job_id, deadline, submitted in rows
+        if deadline is not None  # always: the query compares it
+    ]
+
+
+def _seconds(span: float) -> str:
+    """``span`` as ``Ns`` to the millisecond, never in exponent form (``:g`` wrote a 14-day
+    deadline as ``1.2096e+06s``): what the deadline's reason says (docs/api.md)."""
+    return f"{round(span, 3):.15g}s"
+
+
+def over_time(session: Session, now: float | None = None) -> list[tuple[str, str]]:
+    """The unfinished jobs that have held GPUs for their ``time_limit`` (the runs ended so
+    far plus the current one) and that are not being cancelled yet, in submission order:
+    each job's id and the reason to cancel it with. A queued job whose runs already used
+    the whole limit (re-queued by a preemption just before it) is among them."""
+    t = resolve_now(now)
+    current = case(
+        (Job.state.in_(HOLDING) & Job.last_start.is_not(None), t - Job.last_start), else_=0.0
+    )
+    used = Job.run_time + current
+    query = select(Job.id, Job.time_limit, used).where(  # ix_jobs_state_time_limit
+        Job.state.in_([s.value for s in JobState if not s.terminal]),
+        Job.time_limit.is_not(None),
+        Job.cancel_requested_at.is_(None),
+        used >= Job.time_limit,
+    )
+    rows = session.execute(query.order_by(Job.seq)).all()
+    return [
+        (job_id, f"{LIMIT_STOPS[1]}: ran {format_duration(ran)} of {format_duration(limit)}")
+        for job_id, limit, ran in rows
+        if limit is not None  # always: the query compares it
+    ]
+
+
+def cancellations(session: Session) -> list[Job]:
+    """Jobs holding GPUs whose cancellation was requested (for the reconcile loop)."""
+    query = select(Job).where(Job.state.in_(HOLDING), Job.cancel_requested_at.is_not(None))
+    return list(session.scalars(query.order_by(Job.seq)))
+
+
+def why(session: Session, job: Job, now: float | None = None) -> str:
+    """Explain in one sentence why ``job`` is where it is (mainly: why it is pending); a
+    pending job names the nodes closed to new work, and an unfinished job with a deadline
+    says when it will be cancelled."""
+    t = resolve_now(now)
+    reason = _why(session, job, t)
+    if job.state == JobState.PENDING.value:
+        # not nodes or GPUs gone from the inventory (their rows kept for an admin's close):
+        # nothing is scheduled there anyway
+        query = (
+            select(Node.name)
+            .where(Node.cordoned_at.is_not(None), Node.position != ABSENT)
+            .order_by(Node.position)
+        )
+        closed = list(session.scalars(query.limit(_NAMED_NODES + 1)))
+        gpus = (
+            select(Node.name, Gpu.index)
+            .join(Gpu, Gpu.node_id == Node.id)
+            .where(Gpu.cordoned_at.is_not(None), Node.cordoned_at.is_(None))
+            .where(Node.position != ABSENT, Gpu.memory != ABSENT)
+            .order_by(Node.position, Gpu.index)
+        )
+        closed += [f"{n} GPU {i}" for n, i in session.execute(gpus.limit(_NAMED_NODES + 1))]
+        if closed:
+            names = ", ".join(closed[:_NAMED_NODES]) + (
+                ", ..." if len(closed) > _NAMED_NODES else ""
+            )
+            reason += f"; cordoned (no new work): {names}"
+    if job.deadline_at is not None and not JobState(job.state).terminal:
+        left = job.deadline_at - t
+        reason += f"; cancelled at its deadline in {left:.0f}s" if left > 0 else "; deadline passed"
+    if job.time_limit is not None and not JobState(job.state).terminal:
+        ran = job.run_time
+        if job.state in HOLDING and job.last_start is not None:
+            ran += max(0.0, t - job.last_start)
+        left = job.time_limit - ran
+        reason += (
+            f"; {format_duration(left)} left of its time limit of {format_duration(job.time_limit)}"
+            if left > 0
+            else "; time limit reached"
+        )
+    return reason
+
+
+def end_reasons(session: Session, jobs: Iterable[Job]) -> dict[str, str]:
+    """Why each of ``jobs`` that ended (SUCCEEDED, FAILED, CANCELLED) ended, by job id: the
+    reason of its newest event into the state it is in; one query for them all. A job whose
+    ending event says nothing is left out."""
+    ended = [job.id for job in jobs if JobState(job.state).terminal]
+    if not ended:
+        return {}
+    newest = (
+        select(func.max(JobEvent.id))
+        .join(Job, (Job.id == JobEvent.job_id) & (Job.state == JobEvent.new))
+        .where(JobEvent.job_id.in_(ended))
+        .group_by(JobEvent.job_id)
+    )
+    rows = session.execute(select(JobEvent.job_id, JobEvent.reason).where(JobEvent.id.in_(newest)))
+    return {job_id: reason for job_id, reason in rows if reason}
+
+
+_NAMED_NODES = 5
+"""Cordoned nodes :func:`why` names at most."""
+
+
+def _why(session: Session, job: Job, t: float) -> str:
+    """:func:`why` without the deadline."""
+    state = JobState(job.state)
+    if state is JobState.PENDING and job.held_at is not None:
+        return f"{job.pending_reason or 'held'}: not scheduled until released (danlu release)"
+    if state is JobState.PENDING and job.waiting_on is not None:
+        return dependencies.explain(session, job)
+    if state is JobState.PENDING:
+        if job.next_attempt_at is not None and job.next_attempt_at > t:
+            wait = f"eligible again in {job.next_attempt_at - t:.0f}s"
+            if job.pending_reason and job.pending_reason.startswith(UNLAUNCHED_CAUSES):
+                return f"{job.pending_reason}; {wait}"
+            return f"backing off after restart {job.restarts}: {wait}"
+        # the policy's reason says what holds it back: the order it ranks the queue in is
+        # its own (priorities, aging, fair shares), not the order of submission
+        return job.pending_reason or "waiting for the next scheduling round"
+    if state.value in HOLDING:
+        where = ", ".join(
+            f"{s['node']}:{s['gpu']}"
+            + (f" ({format_bytes(s['memory'])})" if int(s["milli"]) < MILLI_PER_GPU else "")
+            for s in job.allocation or ()
+        )
+        verb = "running" if state is JobState.RUNNING else "checkpointing before re-queue"
+        extra = "; cancellation requested" if job.cancel_requested_at is not None else ""
+        if job.held_at is not None and not extra:
+            extra = "; held: preempted by checkpoint next round, it waits until released"
+        return f"{verb} on {where or 'no GPUs'}{extra}"
+    if state is JobState.RESTARTING:
+        return f"restarting after a failure (restart {job.restarts})"
+    last = session.scalar(
+        select(JobEvent.reason).where(JobEvent.job_id == job.id).order_by(JobEvent.id.desc())
+    )
+    said, ended = last or "finished", state.value.lower()
+    # "failed (exit code 3)" says the state already: not "failed: failed (exit code 3)"
+    return said if said.lower().startswith(ended) else f"{ended}: {said}"
