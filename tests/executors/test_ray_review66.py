@@ -217,9 +217,9 @@ def test_calls_ray_s_gcs_leaves_unanswered_are_unavailable_not_blocking(
             start = maker.options(**options).remote
 
             class Late:
-                def remote(self, *args: Any) -> Any:
+                def remote(self, *args: Any, **kwargs: Any) -> Any:
                     made.wait(60)
-                    return start(*args)
+                    return start(*args, **kwargs)
 
             return Late()
 
