@@ -14,7 +14,7 @@ from danlu.cli.markup import as_text
 from danlu.cli.markup import console as cli_console
 from danlu.cli.output import stderr_written
 from danlu.core.errors import SpecError
-from danlu.core.spec import load_spec_data, refuse_named_pipe
+from danlu.core.spec import load_spec_data
 from danlu.core.state import JobState
 from danlu.core.values import plain_number_text
 
@@ -66,22 +66,18 @@ def path_of(name: str, fix: str) -> Callable[[str], Path]:
 
 def load_spec_file(path: Path, fix: str) -> Any:
     """The data of the spec file argument ``SPEC`` (``danlu submit``, ``danlu sweep
-    submit``), read by :func:`~danlu.core.spec.load_spec_data`, whose check for a named pipe
-    (``mkfifo``: reading one waits for a writer, with no writer for ever) is the only one
-    made: one it refuses is an error line naming ``SPEC`` (``fix``: what to give instead)
-    and exit 2. A pipe this process was handed open (``/dev/stdin``, the ``/dev/fd/63`` of
-    ``danlu submit <(envsubst < job.yaml)``) is a link to it, not the pipe by name: still
-    read. Other errors are raised as the loader raises them."""
+    submit``), read by :func:`~danlu.core.spec.load_spec_data`, which refuses a named pipe
+    (``mkfifo``: reading one waits for a writer, with no writer for ever): an error line
+    naming ``SPEC`` (``fix``: what to give instead) and exit 2. A pipe this process was
+    handed open (``/dev/stdin``, the ``/dev/fd/63`` of ``danlu submit <(envsubst <
+    job.yaml)``) is a link to it, not the pipe by name: still read. Other errors are raised
+    as the loader raises them."""
     try:
-        return load_spec_data(path)
+        return load_spec_data(path, "SPEC", fix)
     except SpecError as exc:
-        if exc.field != "path":  # the loader refuses a named pipe naming "path"
+        if exc.field != "SPEC":
             raise
-        try:  # that refusal again, naming the argument (looked at only on this error path)
-            refuse_named_pipe(path, "SPEC", fix)
-        except SpecError as named:
-            raise fail(named) from None
-        raise  # no pipe: a key "path" written twice in the file, say, raised as it is
+        raise fail(exc) from None
 
 
 def _plain_number(flag: str, adapter: TypeAdapter[Any], example: str) -> Callable[[Any], Any]:

@@ -673,15 +673,17 @@ def refuse_named_pipe(
         )
 
 
-def load_spec_data(path: str | Path) -> Any:
+def load_spec_data(
+    path: str | Path, field: str = "path", fix: str = "give the spec file (YAML or JSON)"
+) -> Any:
     """The data of a job spec file, not yet validated: YAML (a superset of JSON), or JSON
     for a ``.json`` file; an empty file is an empty mapping. Errors are :class:`SpecError`
     (a file of more than :data:`MAX_SPEC_FILE` bytes too; a ``path`` that is no path, None
-    say, names ``path``: it was a bare TypeError; a named pipe by name names ``path`` too,
-    :func:`refuse_named_pipe`: it blocked for ever)."""
+    say, names ``path``: it was a bare TypeError; a named pipe by name names ``field``,
+    with ``fix``, :func:`refuse_named_pipe`: it blocked for ever)."""
     if not isinstance(path, str | os.PathLike):
         raise SpecError("path", f"must be the path of a spec file (got {quoted(path)})")
-    refuse_named_pipe(path)
+    refuse_named_pipe(path, field, fix)
     p = Path(path)
     try:
         with p.open("rb") as file:
