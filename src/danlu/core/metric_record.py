@@ -6,10 +6,10 @@ A record is a JSON object with an integer ``step`` (0..2**62), an optional ``tim
 seconds) and flat values: numbers (integers within 2**62; NaN and infinities become null),
 strings and names without NUL or lone surrogates, booleans and null; at most
 :data:`MAX_RECORD_BYTES` of JSON besides ``step`` and ``time``. A ``checkpoint_step`` value
-that is an integer lies within 0..2**62. A name holds no control character
-(:func:`control_character`): an admin's ``danlu metrics`` prints the names a job's owner chose,
-and an ESC sequence or a line break there would act on the admin's terminal (a string value
-may hold them: tables show them as escapes, :func:`visible`).
+that is a number is a whole one within 0..2**62 (``7.0`` is read as 7). A name holds no
+control character (:func:`control_character`): an admin's ``danlu metrics`` prints the names
+a job's owner chose, and an ESC sequence or a line break there would act on the admin's
+terminal (a string value may hold them: tables show them as escapes, :func:`visible`).
 
 An integer written with more digits than Python converts from text
 (``sys.get_int_max_str_digits()``, 4,300 by default) is read by :func:`parse_json`, the API's
@@ -129,8 +129,17 @@ def check_record(record: Any, where: str, now: float) -> MetricRecord:
     if len(json.dumps(data)) > MAX_RECORD_BYTES:
         raise RecordError(where, f"a record may hold at most {MAX_RECORD_BYTES} bytes of JSON")
     ckpt = data.get("checkpoint_step")
-    if isinstance(ckpt, int) and not isinstance(ckpt, bool) and not 0 <= ckpt <= MAX_INT:
-        raise RecordError(_at(where, "checkpoint_step"), f"must lie within 0..{MAX_INT}")
+    if isinstance(ckpt, float) and ckpt.is_integer() and 0 <= ckpt <= MAX_INT:
+        # JSON has one number type: 7.0 is step 7 (stored so, and counted as the job's last
+        # checkpoint; it was stored as 7.0 and not counted)
+        data["checkpoint_step"] = ckpt = int(ckpt)
+    number = isinstance(ckpt, (int, float)) and not isinstance(ckpt, bool)
+    if number and (not isinstance(ckpt, int) or not 0 <= ckpt <= MAX_INT):
+        raise RecordError(
+            _at(where, "checkpoint_step"),
+            f"{ckpt!r} is not a step: send the checkpoint's step, a whole number within "
+            f"0..{MAX_INT}",
+        )
     return MetricRecord(step, when, data)
 
 

@@ -166,7 +166,7 @@ def update_job(job_id: str, body: JobPatch, user: Caller, state: State) -> dict[
             job = jobs.set_priority(session, job.id, body.priority, user)
         if body.held is not None:
             job = jobs.hold(session, job.id, body.held, user)
-        out = job_out(job)
+        (out,) = jobs_out(session, [job])  # an ended job's end_reason too
     if state.wake is not None:
         state.wake()
     return out
