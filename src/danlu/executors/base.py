@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from math import inf
 
 from danlu.core.cluster import Allocation, Cluster, Node
+from danlu.core.errors import SpecError
+from danlu.core.spec_training import precision_name
 from danlu.executors import supervise
 from danlu.executors.errors import GpusBusyError, InvalidLaunchError
 
@@ -192,6 +194,10 @@ class JobLaunch:
     """The OS account the job's processes run as (``DANLU_RUN_AS=user``;
     :mod:`danlu.executors.accounts`); None: the control plane's own user. Only the local
     executor, run as root, starts jobs as another account."""
+    precision: str | None = None
+    """The precision the job trains in, its spec's ``training.precision`` (``fp32``,
+    ``fp16`` or ``bf16``; stored as one of the three): ``DANLU_PRECISION``, ``danlu.train``'s
+    default precision. None: the launch names none (the variable is not set)."""
 
     @property
     def per_gpu_batch(self) -> int | None:
@@ -259,6 +265,11 @@ class JobLaunch:
         for slot in self.gpus:
             if slot.memory is not None and slot.memory <= 0:
                 raise InvalidLaunchError("gpus", f"memory share of {slot} must be positive")
+        if self.precision is not None:
+            try:
+                object.__setattr__(self, "precision", precision_name(self.precision, ""))
+            except SpecError as exc:
+                raise InvalidLaunchError("precision", exc.message) from None
 
     @property
     def command(self) -> list[str]:
@@ -453,6 +464,7 @@ def set_job_env(env: dict[str, str], job: JobLaunch, api_url: str | None) -> Non
         "DANLU_GPU_MEMORY_LIMIT": job.memory_limit,
         "DANLU_BATCH_SIZE": job.per_gpu_batch,
         "DANLU_GLOBAL_BATCH_SIZE": job.batch_size,
+        "DANLU_PRECISION": job.precision,
     }
     for key, value in optional.items():
         if value is not None:

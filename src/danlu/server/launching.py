@@ -473,4 +473,7 @@ class LaunchStep:
             token=token,
             attempt=job.attempt,
             run_as=account.name if account is not None else None,
+            # the precision the memory estimate was made for; fp32, the spec's default
+            # (a stored spec holds it whether or not the user named it), is danlu.train's
+            precision=None if spec.training.precision == "fp32" else spec.training.precision,
         )

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from danlu.core.spec_training import PRECISION_SPELLINGS
 from danlu.train.amp import Precision
 from danlu.train.anomaly import AnomalyDetector
 from danlu.train.batch import (
@@ -67,6 +68,29 @@ def _metrics_path(
     return Path("danlu-metrics.jsonl")
 
 
+def _chosen_precision(asked: str | None, env: JobEnv) -> str:
+    """The precision to train in: ``asked`` (``init``'s argument) when given, else the job
+    spec's (``DANLU_PRECISION``), else ``"fp32"``. A WARNING, on the chief, when ``asked``
+    names another precision than the spec's: the memory the control plane reserved for the
+    job was estimated for the spec's (``fp32`` needs more activation memory than ``bf16``).
+    An ``asked`` that is no precision is left to :class:`Precision` to refuse."""
+    if asked is None:
+        return env.precision or "fp32"
+    name = PRECISION_SPELLINGS.get(asked.strip().lower()) if isinstance(asked, str) else None
+    if env.precision is not None and name is not None and name != env.precision and env.is_chief:
+        log.warning(
+            "init(precision=%r) trains in %s, but the job spec's training.precision is %s "
+            "(DANLU_PRECISION): the job's GPU memory was estimated for %s; leave precision "
+            "out to train in the spec's, or set training.precision: %s in the spec",
+            asked,
+            name,
+            env.precision,
+            env.precision,
+            name,
+        )
+    return asked
+
+
 def init(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -74,7 +98,7 @@ def init(
     *,
     global_batch_size: int,
     micro_batch_size: int | None = None,
-    precision: str = "fp32",
+    precision: str | None = None,
     warmup_steps: int = 0,
     grad_norm_tau: float | None = None,
     clip_grad_norm: float | None = None,
@@ -127,7 +151,10 @@ def init(
     ``"skip"``, ``"rollback"``, ``"stop"``, ``"warn"`` or None; spikes are judged against the
     last ``anomaly_window`` healthy values (at least 20, the values a limit needs) as
     ``mu + anomaly_k * sigma``; ``precision`` is ``"fp32"``,
-    ``"fp16"`` or ``"bf16"``. ``environ`` replaces ``os.environ`` (tests).
+    ``"fp16"`` or ``"bf16"``, by default the job spec's ``training.precision``
+    (``DANLU_PRECISION``), else ``"fp32"``: one given that differs from the spec's wins, with a
+    WARNING naming both (the control plane reserved the memory the spec's needs).
+    ``environ`` replaces ``os.environ`` (tests).
     Checkpoints: the newest ``keep_last`` are kept, and besides them the ``keep_best`` best by
     ``best_metric`` (a key of the metrics given to :meth:`TrainContext.save`; ``fit`` saves
     its evaluation as ``"eval"``), lowest first with ``best_mode`` ``"min"``, highest with
@@ -200,7 +227,7 @@ def init(
             optimizer,
             lr,
             batch,
-            Precision(precision, dist.device),
+            Precision(_chosen_precision(precision, env), dist.device),
             dist,
             detector,
             clip_grad_norm=clip_grad_norm,

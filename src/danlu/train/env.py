@@ -26,6 +26,11 @@ anywhere; off the cluster every part of ``danlu.train`` falls back to a do-nothi
 ``DANLU_TRIAL``            its trial number within the sweep, from 0
 ``DANLU_ARRAY_INDEX``      a job array task's index (``danlu submit --array 0-99``;
                            ``JobEnv.array_index``)
+``DANLU_PRECISION``        the job spec's ``training.precision`` when it names ``fp16`` or
+                           ``bf16`` (``JobEnv.precision``): ``danlu.train.init``'s default
+                           precision, the one the control plane's memory estimate was made
+                           for (``fp32``, ``fp16`` or ``bf16``; any case, ``32`` and ``16``
+                           also)
 =========================  ====================================================================
 
 and, for distributed runs, torchrun's own: ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
@@ -52,6 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from danlu.core.errors import ConfigError, SpecError
+from danlu.core.spec_training import Precision, precision_name
 from danlu.core.units import parse_bytes
 
 PREEMPTED_EXIT_CODE = 75
@@ -189,6 +195,21 @@ def _api_url(environ: Mapping[str, str]) -> str | None:
     return url.rstrip("/")
 
 
+def _precision(environ: Mapping[str, str]) -> Precision | None:
+    """``DANLU_PRECISION`` as the estimator names it (``fp32``, ``fp16`` or ``bf16``); None
+    when unset or empty. Another value is a :class:`ConfigError` naming the variable."""
+    raw = environ.get("DANLU_PRECISION")
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        return precision_name(raw, "DANLU_PRECISION")
+    except SpecError:
+        raise ConfigError(
+            f"environment variable DANLU_PRECISION={raw[:40]!r} is not a precision: use fp32, "
+            "fp16 or bf16 (in any case; 32 and 16 also), or unset it"
+        ) from None
+
+
 def _hparams(environ: Mapping[str, str]) -> dict[str, Any]:
     raw = _str(environ, "DANLU_HPARAMS")
     if raw is None:
@@ -238,6 +259,9 @@ class JobEnv:
     trial: int | None = None
     array_index: int | None = None
     """A job array task's index (``DANLU_ARRAY_INDEX``); None outside an array."""
+    precision: Precision | None = None
+    """The job spec's ``training.precision`` (``DANLU_PRECISION``), ``init``'s default
+    precision; None when the launch names none (``fp32`` then)."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> JobEnv:
@@ -254,7 +278,8 @@ class JobEnv:
         ``DANLU_METRICS_FILE`` of only whitespace; a ``DANLU_JOB_ID`` of ``.`` or ``..``; a
         ``DANLU_TOKEN`` with whitespace, a control or a non-ASCII character inside (around it,
         whitespace is stripped); a ``DANLU_HPARAMS`` that is no JSON object (or nested too
-        deeply to decode). An unset (or empty) variable takes its default.
+        deeply to decode); a ``DANLU_PRECISION`` that is not a precision. An unset (or
+        empty) variable takes its default.
         """
         env = os.environ if environ is None else environ
         world = _at_least(env, "WORLD_SIZE", 1, 1) or 1
@@ -287,6 +312,7 @@ class JobEnv:
             sweep_id=_str(env, "DANLU_SWEEP_ID"),
             trial=_at_least(env, "DANLU_TRIAL", None, 0),
             array_index=_at_least(env, "DANLU_ARRAY_INDEX", None, 0),
+            precision=_precision(env),
             job_id=_job_id(env),
             api_url=_api_url(env),
             token=_token(env),

@@ -58,7 +58,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,11 @@ at DEBUG, as the repeats are."""
 CLOSE_TIMEOUT_S = 5.0
 """Seconds :meth:`MetricsReporter.close` spends at most on its last try, by default: it runs
 as a preempted job exits, within the grace before the SIGKILL (30 s by default)."""
+
+ROLLBACK_FIELD = "rollback"
+"""The name a record given to :meth:`MetricsReporter.report` may not hold: the API reads
+it as the record's rollback generation, which the reporter sets itself after an
+anomaly's rollback (a float was a 422, an integer hid the records of earlier generations)."""
 
 PENDING_LIMIT = 10_000
 """The most records a checkpoint keeps of those not shipped yet (:meth:`MetricsReporter.seal`):
@@ -202,12 +207,22 @@ class MetricsReporter:
             self._thread.start()
 
     def report(self, record: dict[str, Any]) -> None:
-        """Queue one record (never blocks, never raises); for the API, after a rollback
-        (:meth:`rewind`), a copy of it carrying ``rollback``, its generation."""
+        """Queue one record (never blocks); for the API, after a rollback (:meth:`rewind`),
+        a copy of it carrying ``rollback``, its generation. A record holding
+        :data:`ROLLBACK_FIELD` (a script's own metric named ``rollback``) is a
+        :class:`~danlu.core.errors.ConfigError` naming it, whatever the sink (the same script
+        runs with and without the API); any other fault of a record is found as it is
+        shipped (it is left out, with a WARNING)."""
+        if isinstance(record, Mapping) and ROLLBACK_FIELD in record:
+            raise ConfigError(
+                f"a metric record may not hold {ROLLBACK_FIELD!r}: the API reads it as the "
+                "record's rollback generation, which danlu.train sets itself after an "
+                f"anomaly's rollback; rename the metric (such as {ROLLBACK_FIELD + '_rate'!r})"
+            )
         self.last = record
         if self.active:
             marked = self.rollback and self.url is not None and isinstance(record, dict)
-            self._queue.append({**record, "rollback": self.rollback} if marked else record)
+            self._queue.append({**record, ROLLBACK_FIELD: self.rollback} if marked else record)
 
     def flush_soon(self) -> None:
         """Ask the shipping thread to ship what is queued now, without waiting for it (the
