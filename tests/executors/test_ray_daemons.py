@@ -168,10 +168,14 @@ def _exit_and_cancel(ex: Any, tmp_path: Path, daemons: list[int], job: str) -> N
     """A run whose command exits and one that is cancelled, each leaving a daemon: gone once
     the executor reports the run ended (its actors killed)."""
     exits = tmp_path / "exits.pid"
+    # (it exits once the daemon was checked: exited at once, the daemon could be gone
+    # before the check read it)
+    go = 'while [ ! -e "$1.go" ]; do sleep 0.05; done; exit 0'
     handle = ex.submit(
-        JobLaunch(f"{job}-exit", tuple(daemon_command(exits, "exit 0")), gpus=(GpuSlot(0, 0),))
+        JobLaunch(f"{job}-exit", tuple(daemon_command(exits, go)), gpus=(GpuSlot(0, 0),))
     )
     daemons.append(_daemon(exits, None, timeout=60))
+    Path(f"{exits}.go").touch()
     assert wait(ex, handle).outcome is Outcome.SUCCEEDED
     _assert_gone(daemons[-1])
     cancelled = tmp_path / "cancelled.pid"

@@ -1,6 +1,7 @@
-"""Against a real Slurm cluster: ``squeue -j`` lists each job's user (``%U``, ``%u``), which
-is the account danlu submits as for its runs' jobs, so a run's job is its own
-(:meth:`SlurmCommands.owns`) and it polls as running."""
+"""Against a real Slurm cluster: ``squeue -j`` lists each job's user (``%U``, ``%u``), and
+``scontrol show job`` names it (``UserId``), which is the account danlu submits as for its
+runs' jobs, so a run's job is its own (:meth:`SlurmCommands.owns`) and it polls as
+running."""
 
 from __future__ import annotations
 
@@ -37,6 +38,10 @@ def test_squeue_names_the_user_of_danlu_s_own_jobs(
         (job,) = listed.values()
         assert (job.uid, job.user) == (str(os.getuid()), getpass.getuser())
         assert job.name == f"danlu.{job_id}.0" and commands.owns(job)
+        # scontrol's full record of it too (UserId=name(uid))
+        full = commands.job(job.job_id)
+        assert full is not None and (full.uid, full.user) == (str(os.getuid()), getpass.getuser())
+        assert full.name == job.name and commands.owns(full)
         assert ex.poll(handle).state is RunState.RUNNING
     finally:
         ex.cancel(handle)

@@ -22,7 +22,7 @@ def test_a_job_slurm_ended_without_an_exit_fails_as_killed(tmp_path: Path, state
     commands, clock, ex, handle = started_run(tmp_path)
     commands.squeue(state, "TimeLimit")
     commands.printed["scontrol show job"] = (
-        f"JobId=7 JobName=x JobState={state} Reason=TimeLimit ExitCode=0:0 "
+        f"JobId=7 JobName=danlu.held-1.0 JobState={state} Reason=TimeLimit ExitCode=0:0 "
         f"StartTime={START} EndTime={LATER}\n"
     )
     clock.now += 10

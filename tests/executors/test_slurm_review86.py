@@ -56,7 +56,7 @@ def _ended(tmp_path: Path, state: str, exit_field: str, codes: dict[str, int]) -
         path.write_text(json.dumps({"exit_code": code, "finished_at": clock.now + offset}))
     commands.squeue(state)
     commands.printed["scontrol show job"] = (
-        f"JobId=7 JobName=x JobState={state} Reason=None ExitCode={exit_field} "
+        f"JobId=7 JobName=danlu.gang-1.0 JobState={state} Reason=None ExitCode={exit_field} "
         f"StartTime={START} EndTime={END}\n"
     )
     clock.now += 10

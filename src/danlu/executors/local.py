@@ -89,7 +89,12 @@ HOST_LOST = "supervisor lost with the host, which rebooted since the run was lau
 """The error of a run of an earlier boot of the host that recorded no exit."""
 SUPERVISOR = Path(supervise.__file__).resolve()
 SUPERVISOR_ENV: Mapping[str, str] = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
-"""The whole environment of a supervisor run as root for a job of another account."""
+"""The environment of a supervisor run as root for a job of another account, but for the
+run's :data:`PINNING`."""
+PINNING = ("CUDA_VISIBLE_DEVICES", "DANLU_GPU_MEMORY_LIMIT")
+"""The variables of a job's environment, set by danlu, that say which GPUs it holds and
+whether as a share; its supervisor's environment keeps them, the bare one of a job run as
+another account too (:func:`_supervisor_env`), for :meth:`LocalExecutor._unread_gpus`."""
 
 
 class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
@@ -275,8 +280,9 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     # run as root for another account, the supervisor gets a bare
-                    # environment and the job's on its stdin (supervise's docstring)
-                    env=env if account is None else dict(SUPERVISOR_ENV),
+                    # environment (and the job's PINNING) and the job's on its stdin
+                    # (supervise's docstring)
+                    env=_supervisor_env(env, account),
                     cwd=self._workdir(account),
                     start_new_session=True,
                     close_fds=True,
@@ -370,9 +376,11 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         one: none), held whole unless it has the memory limit of shares
         (``DANLU_GPU_MEMORY_LIMIT``). The supervisor is danlu's, started with the job's
         environment, and its environment is what it was started with, whatever the job
-        rewrote in the run directory. None when it cannot be read, lacks the variable (the
-        supervisor of a job run as another account gets a bare one) or names a device of
-        no GPU of the inventory: the run's GPUs are not known then."""
+        rewrote in the run directory (the supervisor of a job run as another account,
+        whose environment is bare, has the job's :data:`PINNING`). None when it cannot be
+        read, lacks the variable (a supervisor started by an earlier version for another
+        account) or names a device of no GPU of the inventory: the run's GPUs are not known
+        then."""
         pid = self._live_supervisor(run_dir)
         if pid is None:
             return None
@@ -548,6 +556,17 @@ def last_alive(
     latest = min(max(signs), now)
     boot = supervise.boot_time() if rebooted else None
     return max(started, latest if boot is None else min(latest, boot))
+
+
+def _supervisor_env(env: Mapping[str, str], account: Account | None) -> dict[str, str]:
+    """The environment of the supervisor of a job of environment ``env``: ``env`` itself,
+    run as this process's user; run as root for ``account``, :data:`SUPERVISOR_ENV` and the
+    job's :data:`PINNING` (danlu's values, inert for the supervisor: no variable the job
+    chose acts in a process run as root), the job's whole environment coming on its
+    stdin."""
+    if account is None:
+        return dict(env)
+    return {**SUPERVISOR_ENV, **{key: env[key] for key in PINNING if key in env}}
 
 
 def _supervises(pid: int, run_dir: Path) -> bool:

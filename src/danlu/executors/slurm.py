@@ -488,13 +488,10 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     def _named_live(self, run_dir: Path) -> list[int]:
         """The ids of the Slurm jobs named as a run of the job of ``run_dir``
         (``danlu.JOB_ID.ATTEMPT``, any attempt) that Slurm may still run."""
-        prefix = f"{_STATE_PREFIX}.{run_dir.name}."
         return sorted(
             i
-            for i, (name, state) in self._commands.named(prefix).items()
-            if name[len(prefix) :].isdecimal()
-            and name[len(prefix) :].isascii()
-            and SlurmJob(i, state).running
+            for i, (name, state) in self._commands.named(_attempts_prefix(run_dir)).items()
+            if _is_attempt(name, run_dir) and SlurmJob(i, state).running
         )
 
     def _unread_gpus(self, run_dir: Path) -> HeldGpus | None:
@@ -511,6 +508,8 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 job = self._commands.job(slurm_id)
                 if job is None or not job.running:
                     continue  # ended since
+                if not self._commands.owns(job) or not _is_attempt(job.name, run_dir):
+                    continue  # ended and forgotten since: its id is another job's now
                 if not job.node_list:
                     return None
                 names.update(self._commands.hostnames(job.node_list))
@@ -563,7 +562,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             return None, None
         state = self._slurm_state(slurm_id)
         name = _run_name(launch["job_id"], launch["attempt"])
-        if state is None or (state.name in (None, name) and self._commands.owns(state)):
+        if state is None or self._of_run(state, name):
             return slurm_id, state
         log.warning(
             "Slurm job %s of the launch record of job %s is named %r, of user %s, not %s of "
@@ -581,6 +580,12 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             launch["slurm_id"] = slurm_id
             return slurm_id, None
         return found, self._slurm_state(found)
+
+    def _of_run(self, job: SlurmJob, name: str) -> bool:
+        """Whether Slurm's ``job`` is the job of the run named ``name``
+        (``danlu.JOB_ID.ATTEMPT``): of that name (or of none read) and of danlu's account
+        (:meth:`SlurmCommands.owns`)."""
+        return job.name in (None, name) and self._commands.owns(job)
 
     def _slurm_state(self, slurm_id: int) -> SlurmJob | None:
         """Slurm's state of ``slurm_id``; every live run is asked in one ``squeue`` call,
@@ -632,6 +637,12 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 message=_state_message(slurm_id, state) + refused,
             )
         full = self._commands.job(slurm_id) if state is not None else None
+        name = _run_name(launch["job_id"], launch["attempt"])
+        if full is not None and not self._of_run(full, name):
+            # forgotten since squeue listed it, its id another job's: not the run's result
+            who = f"{full.name!r} of user {full.user or full.uid}"
+            log.warning("Slurm job %s is %s, not run %s: forgotten by Slurm", slurm_id, who, name)
+            full = None
         result = slurm_exits.run_result(
             run_dir,
             launch,
@@ -688,7 +699,8 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         Slurm keeps it waiting, not started or held); the SIGKILL after the grace comes from
         :func:`~danlu.executors.slurm_stops.enforce_stop` at the polls, and so does the
         SIGTERM when it cannot be sent now (the controller unreachable: the error is raised,
-        and the SIGTERM sent again at the next polls until Slurm takes it)."""
+        and the SIGTERM sent again at the next polls until Slurm takes it; the job suspended,
+        :data:`~danlu.executors.slurm_stops.SUSPENDED`: sent once Slurm runs it again)."""
         slurm_id, state = self._run_state(run_dir, launch)
         if slurm_id is None:  # not in Slurm yet: cancelled or signalled by the poll finding it
             if grace > 0:
@@ -702,8 +714,9 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             self._commands.cancel(slurm_id, "KILL")
         else:
             slurm_stops.term_due(run_dir, launch)
-            self._commands.cancel(slurm_id, "TERM")
-            slurm_stops.term_sent(run_dir, launch)
+            if state.state != slurm_stops.SUSPENDED:  # else sent at the polls once it runs
+                self._commands.cancel(slurm_id, "TERM")
+                slurm_stops.term_sent(run_dir, launch)
 
 
 def slurm_pattern(path: str) -> str:
@@ -722,6 +735,22 @@ def slurm_pattern(path: str) -> str:
 def _run_name(job_id: str, attempt: int) -> str:
     """The Slurm job name of run ``attempt`` of job ``job_id`` (``danlu.JOB_ID.ATTEMPT``)."""
     return f"{_STATE_PREFIX}.{job_id}.{attempt}"
+
+
+def _attempts_prefix(run_dir: Path) -> str:
+    """The start of the Slurm job names of the runs of the job of ``run_dir``
+    (``danlu.JOB_ID.``)."""
+    return f"{_STATE_PREFIX}.{run_dir.name}."
+
+
+def _is_attempt(name: str | None, run_dir: Path) -> bool:
+    """Whether the Slurm job name ``name`` is that of a run of the job of ``run_dir``
+    (``danlu.JOB_ID.ATTEMPT``, any attempt); a name not read (None) is taken as one."""
+    if name is None:
+        return True
+    prefix = _attempts_prefix(run_dir)
+    attempt = name[len(prefix) :]
+    return name.startswith(prefix) and attempt.isdecimal() and attempt.isascii()
 
 
 def _unsent(exc: SlurmError) -> bool:

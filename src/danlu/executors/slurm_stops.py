@@ -26,6 +26,11 @@ from danlu.executors.slurmctl import SlurmCommands, SlurmError, SlurmJob, SlurmU
 
 log = logging.getLogger(__name__)
 
+SUSPENDED = "SUSPENDED"
+"""The state of a job an admin suspended (``scontrol suspend``): Slurm refuses it every
+signal but SIGKILL ("Job can not be altered now, try again later"), so a stop's SIGTERM
+waits until Slurm runs it again (:func:`enforce_stop` sends it then); its SIGKILL after
+the grace is taken."""
 KILL_BATCH_AFTER = 10.0
 """Seconds after a stop's grace at which the batch script is killed too, not only the job's
 processes (whose end ends it)."""

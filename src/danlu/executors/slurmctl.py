@@ -122,6 +122,9 @@ not be opened there, the user unknown there): its ``ExitCode`` (``0:53``) is an 
 of Slurm's, not a signal."""
 
 _KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/.]*)=")
+_USER_ID = re.compile(r"^(.*)\((\d+)\)$")
+"""A job's ``UserId`` in ``scontrol show job``: the user's name and, in brackets, its id
+(``alice(1000)``; ``nobody(4242)`` or ``(null)(4242)`` where the host cannot name it)."""
 _REASON_STAMP = re.compile(r"\[[^\]\s@]+@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\]")
 """The ``[user@2026-11-29T04:58:05]`` Slurm appends to a node's ``Reason``."""
 _MAX_SIGNAL = 65
@@ -183,9 +186,11 @@ class SlurmJob:
     """The job's name (``danlu.JOB_ID.ATTEMPT`` for danlu's runs); None where it was not
     read."""
     user: str | None = None
-    """The name of the user it runs as (``squeue``'s ``%u``); None where it was not read."""
+    """The name of the user it runs as (``squeue``'s ``%u``, ``scontrol``'s ``UserId``);
+    None where it was not read."""
     uid: str | None = None
-    """That user's numeric id (``%U``); None where it was not read."""
+    """That user's numeric id (``%U``, the bracketed id of ``UserId``); None where it was not
+    read."""
     node_list: str = ""
     """The nodes it runs on (``scontrol``'s ``NodeList``, a Slurm hostlist: ``n[1-3]``), or,
     not started yet, those it asked for (``ReqNodeList``); empty when neither is known (or
@@ -314,6 +319,7 @@ def job_from_fields(fields: Mapping[str, str]) -> SlurmJob:
         elif number <= 0 and 0 <= status <= 255:
             code = status
     state = fields.get("JobState", "").split()[0] if fields.get("JobState") else ""
+    user, uid = _user_id(fields.get("UserId"))
     return SlurmJob(
         job_id=_int(fields.get("JobId"), -1),
         state=state,
@@ -323,6 +329,8 @@ def job_from_fields(fields: Mapping[str, str]) -> SlurmJob:
         started_at=_time(fields.get("StartTime")),
         finished_at=_time(fields.get("EndTime")),
         name=fields.get("JobName"),
+        user=user,
+        uid=uid,
         node_list=next(
             (
                 listed
@@ -332,6 +340,16 @@ def job_from_fields(fields: Mapping[str, str]) -> SlurmJob:
             "",
         ),
     )
+
+
+def _user_id(text: str | None) -> tuple[str | None, str | None]:
+    """The user's name and numeric id of a job's ``UserId`` (``alice(1000)``); a name of
+    ``(null)`` or none is None, and so are both when the field is missing or unreadable."""
+    match = _USER_ID.match(text.strip()) if text else None
+    if match is None:
+        return None, None
+    name = match.group(1).strip()
+    return (name if name not in ("", "(null)") else None), match.group(2)
 
 
 def _squeue_job(line: str) -> SlurmJob | None:
@@ -407,7 +425,7 @@ class SlurmCommands:
     def owns(self, job: SlurmJob) -> bool:
         """Whether ``job`` runs as the account danlu submits as: its user's name or id is
         that account (given either way, as ``squeue --user`` takes it). A job whose user was
-        not read (:meth:`job`'s) is taken as the account's."""
+        not read (a Slurm that printed none) is taken as the account's."""
         if job.user is None and job.uid is None:
             return True
         return self._user in (job.user, job.uid)
@@ -514,7 +532,9 @@ class SlurmCommands:
         return found
 
     def job(self, job_id: int) -> SlurmJob | None:
-        """One job in full (exit code and times), or None when Slurm has forgotten it."""
+        """One job in full (exit code and times, its nodes, its name and user), or None when
+        Slurm has forgotten it. As for :meth:`jobs`, the id is any job's, whoever submitted
+        it: the caller checks the name and the user (:meth:`owns`)."""
         try:
             out = self.run(["scontrol", "show", "job", "--oneliner", str(job_id)])
         except SlurmError as exc:

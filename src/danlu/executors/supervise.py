@@ -39,7 +39,8 @@ stays the control plane's
 (root), so the job can neither read its records nor stop it. The supervisor is then started
 with a bare environment and reads the job's from its stdin (a JSON object): the job's
 ``LD_PRELOAD`` and the like must not act in a process run as root, and its token stays off
-disk.
+disk. (The bare environment holds the job's GPU pinning, danlu's values, which this process
+does not read: the executor reads them back from it for a run whose launch record is lost.)
 
 Standard library only, so it also runs as a plain script under ``python -I`` (isolated from the
 job's PYTHONPATH and friends).
