@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import io
+import json
 import subprocess
+from collections.abc import Callable
 
 import pytest
 
 from danlu.estimate.memory import tracer
+from danlu.estimate.memory.trace_result import StepTrace, TraceRequest
 
 
 @pytest.fixture
@@ -22,3 +26,20 @@ def started_workers(monkeypatch: pytest.MonkeyPatch) -> list[subprocess.Popen[st
 
     monkeypatch.setattr(tracer, "_start_worker", recorded)
     return started
+
+
+@pytest.fixture
+def trace_in_process() -> Callable[[TraceRequest], list[StepTrace]]:
+    """Traces a request in this process, as the tracer subprocess traces it (no start-up of
+    a worker): its :class:`StepTrace` per batch size; a :class:`SpecError` the worker would
+    report is raised."""
+    from danlu.estimate.memory import trace_worker
+
+    def run(req: TraceRequest) -> list[StepTrace]:
+        out = io.StringIO()
+        trace_worker.run(req, out)
+        last = json.loads(out.getvalue().splitlines()[-1])
+        assert "result" in last, last
+        return [StepTrace.from_json(r) for r in last["result"]]
+
+    return run

@@ -20,7 +20,7 @@ Not modelled: multiple streams, ``expandable_segments``, ``max_split_size_mb`` a
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 MIN_BLOCK = 512
 SMALL_SIZE = 1 << 20
@@ -63,7 +63,6 @@ class AllocatorStats:
     peak_allocated: int = 0
     peak_reserved: int = 0
     segments: int = 0
-    history: list[int] = field(default_factory=list)
 
 
 class CachingAllocatorModel:

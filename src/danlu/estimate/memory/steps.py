@@ -10,7 +10,7 @@ import contextlib
 import importlib
 import inspect
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -247,10 +247,27 @@ def checked_loss(loss: Any) -> torch.Tensor:
     return loss
 
 
-def storages(objs: Any) -> Iterator[torch.UntypedStorage]:
-    """Storages of the tensors in a (nested) structure."""
+def tensors(objs: Any) -> Iterator[torch.Tensor]:
+    """The tensors in a (nested) structure: torch's pytrees (tuples, named tuples, lists,
+    dicts) and, inside them or at the top, any other mapping, tuple or list, as
+    ``danlu.train`` finds the tensors of a batch to move it to the GPU. A mapping that is no
+    ``dict`` (a ``UserDict``, a tokenizer's ``BatchEncoding``) is a leaf to torch's pytrees:
+    its tensors went uncounted as the batch's, and their bytes showed as temporaries where
+    the same tensors in a dict showed as activations."""
     from torch.utils._pytree import tree_flatten
 
-    for t in tree_flatten(objs)[0]:
-        if isinstance(t, torch.Tensor):
-            yield t.untyped_storage()
+    pending: list[Any] = [objs]
+    seen: set[int] = set()  # the containers walked: a mapping that holds itself is walked once
+    while pending:
+        for leaf in tree_flatten(pending.pop())[0]:
+            if isinstance(leaf, torch.Tensor):
+                yield leaf
+            elif isinstance(leaf, Mapping | list | tuple) and id(leaf) not in seen:
+                seen.add(id(leaf))
+                pending.append(list(leaf.values()) if isinstance(leaf, Mapping) else list(leaf))
+
+
+def storages(objs: Any) -> Iterator[torch.UntypedStorage]:
+    """Storages of the tensors in a (nested) structure (:func:`tensors`)."""
+    for t in tensors(objs):
+        yield t.untyped_storage()

@@ -19,7 +19,12 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensor,
+    FakeTensorMode,
+)
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
@@ -133,7 +138,10 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
     t0 = time.perf_counter()
     factory = steps.load_factory(req.model_ref, req.sys_path)
     foreach = True if req.target == "cuda" else None
-    with FakeTensorMode(allow_non_fake_inputs=False) as mode:
+    with (
+        _value_reads_refused(req.model_ref),
+        FakeTensorMode(allow_non_fake_inputs=False) as mode,
+    ):
         tracker = StorageTracker(req.target, req.probe_limit_bytes)
         with tracker:
             model, make_batch, loss_fn = _build(factory, req.model_ref, mode)
@@ -155,7 +163,8 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
             _check_meta(model, batch, req.model_ref)
             batch_sids = {tracker.sid_of(s) for s in steps.storages(batch)}
             passes = min(req.accumulation, STEADY_PASSES)
-            steps.train_step(model, opt, batch, loss_fn, req.precision, passes, tracker.mark)
+            with _lone_sample_refused(req.model_ref, batch_size):
+                steps.train_step(model, opt, batch, loss_fn, req.precision, passes, tracker.mark)
             host: set[int | None] = set()
             if req.target == "cuda":
                 for state in opt.state.values():
@@ -234,6 +243,47 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
 
 
 @contextlib.contextmanager
+def _value_reads_refused(model_ref: str) -> Iterator[None]:
+    """A :class:`SpecError` on ``MODEL_REF`` when the factory, ``make_batch``, the model or
+    ``loss_fn`` reads a tensor's values, which the fake tensors of a trace do not have: the
+    trace failed with torch's ``DataDependentOutputException: aten._local_scalar_dense``
+    (``.item()``, ``int(t)``, ``if t:``) or ``DynamicOutputShapeException: aten.nonzero``
+    (a selection by a boolean mask) alone, saying neither what in the program nor the fix."""
+    try:
+        yield
+    except (DataDependentOutputException, DynamicOutputShapeException) as exc:
+        raise SpecError(
+            "MODEL_REF",
+            f"{model_ref} reads the values of a tensor ({type(exc).__name__}: {exc}): the "
+            "tracer runs the step on fake tensors, which have shapes but no values, so it "
+            "cannot follow .item(), int(t), `if t:`, or a tensor whose size depends on the "
+            "values (indexing by a boolean mask, nonzero, unique); compute without them "
+            "(torch.where in place of a mask's selection, a loss's ignore_index, sizes from "
+            "shapes)",
+        ) from None
+
+
+@contextlib.contextmanager
+def _lone_sample_refused(model_ref: str, batch_size: int) -> Iterator[None]:
+    """A :class:`SpecError` on ``--batch-size`` when a step of one sample fails as batch
+    normalisation fails it in training ("Expected more than 1 value per channel"): the trace
+    failed with torch's error alone, from ``danlu estimate``'s default ``--fit-points 1,2,4``
+    too, naming neither the batch size nor the fix."""
+    try:
+        yield
+    except ValueError as exc:
+        if batch_size != 1 or "more than 1 value per channel" not in str(exc):
+            raise
+        raise SpecError(
+            "--batch-size",
+            f"{model_ref} cannot train on a batch of 1 sample ({exc}: batch normalisation "
+            "needs two samples or more in training); trace batch sizes of 2 or more "
+            "(danlu estimate: e.g. --fit-points 2,4,8; a job: training.global_batch_size "
+            "of 2 or more per GPU)",
+        ) from None
+
+
+@contextlib.contextmanager
 def _swappable_fakes(mode: FakeTensorMode) -> Iterator[None]:
     """Let ``Module._apply`` (``model.to(...)``, ``.float()``, ``.half()``...) convert the
     fake parameters of ``mode``.
@@ -295,7 +345,7 @@ def _check_meta(model: torch.nn.Module, batch: Any, model_ref: str) -> None:
     ("found at least two devices, cpu and meta") that named neither. Both on ``meta``
     trace as on ``cpu`` (the tracer fakes every tensor: shapes and dtypes are what count)."""
     model_devices = {t.device.type for t in [*model.parameters(), *model.buffers()]}
-    batch_devices = {t.device.type for t in tree_flatten(batch)[0] if isinstance(t, torch.Tensor)}
+    batch_devices = {t.device.type for t in steps.tensors(batch)}
     on_meta = [
         what
         for what, devices in (("its model", model_devices), ("make_batch's tensors", batch_devices))
@@ -311,8 +361,46 @@ def _check_meta(model: torch.nn.Module, batch: Any, model_ref: str) -> None:
         )
 
 
+_CONTAINERS: tuple[type[torch.nn.Module], ...] = (
+    torch.nn.Module,
+    torch.nn.Sequential,
+    torch.nn.ModuleList,
+    torch.nn.ModuleDict,
+    torch.nn.ParameterList,
+    torch.nn.ParameterDict,
+)
+"""The ``torch.nn`` classes a model's own module classes derive from without being one of
+its layers: such a class keeps its own name (:func:`_layer_name`)."""
+
+
+def _layer_name(cls: type[torch.nn.Module]) -> str:
+    """The name a module of class ``cls`` is summarised under: the first ``torch.nn`` layer
+    class it is (``torch.nn.modules``: ``Conv2d`` for a ``class MyConv(nn.Conv2d)`` or for
+    the ``ParametrizedConv2d`` that ``spectral_norm`` and ``weight_norm`` make), else its
+    own name (a model's ``Block(nn.Module)``). Under their own names such layers were none
+    of the layers :func:`~danlu.estimate.family.infer_family` looks for."""
+    for base in cls.__mro__:
+        if base in _CONTAINERS:
+            break
+        if base.__module__.startswith("torch.nn.modules."):
+            return base.__name__
+    return cls.__name__
+
+
+def _own_parameters(module: torch.nn.Module) -> Iterator[torch.nn.Parameter]:
+    """The parameters ``module`` holds directly, and those its parametrizations hold for it
+    (``spectral_norm``'s ``weight.original``, in a ``ParametrizationList`` below it)."""
+    yield from module.parameters(recurse=False)
+    parametrizations = getattr(module, "parametrizations", None)
+    if torch.nn.utils.parametrize.is_parametrized(module) and isinstance(
+        parametrizations, torch.nn.Module
+    ):
+        yield from parametrizations.parameters()
+
+
 def _layers(model: torch.nn.Module) -> tuple[dict[str, int], dict[str, int]]:
-    """The model's modules by class name, and the parameters each class holds directly.
+    """The model's modules by class name (:func:`_layer_name`), and the parameters each
+    class holds directly (:func:`_own_parameters`).
 
     A parameter two modules share (tied weights: a language model's output layer holding
     its embedding's table) counts once, for the first module that holds it (as
@@ -322,10 +410,10 @@ def _layers(model: torch.nn.Module) -> tuple[dict[str, int], dict[str, int]]:
     parameters: dict[str, int] = {}
     seen: set[int] = set()
     for module in model.modules():
-        name = type(module).__name__
+        name = _layer_name(type(module))
         modules[name] = modules.get(name, 0) + 1
         held = 0
-        for p in module.parameters(recurse=False):
+        for p in _own_parameters(module):
             if id(p) not in seen:
                 seen.add(id(p))
                 held += p.numel()
