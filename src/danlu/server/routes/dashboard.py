@@ -18,9 +18,17 @@ from fastapi.responses import RedirectResponse, Response
 
 from danlu.server.errors import NotFoundError
 
+_SCRIPT: Final = "text/javascript; charset=utf-8"
 FILES: Final = {
     "index.html": "text/html; charset=utf-8",
-    "app.js": "text/javascript; charset=utf-8",
+    # the page's scripts, in the order index.html loads them (app.js, which starts it, last)
+    "api.js": _SCRIPT,
+    "common.js": _SCRIPT,
+    "cluster.js": _SCRIPT,
+    "jobs.js": _SCRIPT,
+    "tables.js": _SCRIPT,
+    "detail.js": _SCRIPT,
+    "app.js": _SCRIPT,
     "app.css": "text/css; charset=utf-8",
     "favicon.svg": "image/svg+xml",
 }

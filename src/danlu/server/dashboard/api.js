@@ -1,0 +1,62 @@
+// The dashboard's requests to the REST API (/api/v1), each with the token kept in this tab's
+// sessionStorage only. The page's scripts are classic scripts that share one global scope,
+// loaded in the order of index.html: api.js, common.js, cluster.js, jobs.js, tables.js,
+// detail.js, app.js (each uses what the ones before it define; app.js starts the page).
+"use strict";
+
+const API = "/api/v1";
+const TOKEN_KEY = "danlu-token";
+const REQUEST_TIMEOUT_MS = 30000;  // the longest one API request may take
+
+async function api(path, options) {
+  return request(path, options, (response) => response.json());
+}
+
+async function request(path, options, read) {
+  // the answer to one API request, read by read(response); one not read in full within
+  // REQUEST_TIMEOUT_MS is given up with an error (no status: a passing one), so that the page
+  // never waits for ever on a server or proxy that holds the connection, saying it is current
+  const init = options || {};
+  const headers = { Authorization: "Bearer " + sessionStorage.getItem(TOKEN_KEY) };
+  if (init.body !== undefined) headers["Content-Type"] = "application/json";
+  const controller = new AbortController();
+  const timeout = setTimeout(() => controller.abort(), REQUEST_TIMEOUT_MS);
+  try {
+    let response = null;
+    try {
+      response = await fetch(API + path, { ...init, headers, signal: controller.signal });
+    } catch (error) {
+      if (controller.signal.aborted) throw error;  // the time limit's: said below
+      // the network's: the browser's own words ("Failed to fetch", ...) alone say too little
+      throw new Error("no connection to the server (" + error.message + ")");
+    }
+    if (!response.ok) {
+      let message = response.status + " " + response.statusText;
+      try {
+        const body = await response.json();
+        if (body && body.error && body.error.message) message = body.error.message;
+      } catch (_) {
+        // not JSON: keep the status line
+      }
+      const error = new Error(message);
+      error.status = response.status;
+      throw error;
+    }
+    return await read(response);
+  } catch (error) {
+    if (controller.signal.aborted && error.status === undefined) {
+      throw new Error("no answer from the server in " + REQUEST_TIMEOUT_MS / 1000 + " s");
+    }
+    throw error;
+  } finally {
+    clearTimeout(timeout);
+  }
+}
+
+function passing(error) {
+  // an error a later try may not meet: the network (no status), the server or a proxy in
+  // trouble (5xx), a timeout or a rate limit (408, 429); any other answer (401, a job run's
+  // token refused with a 403, ...) is the same on every try
+  const status = error.status;
+  return status === undefined || status >= 500 || status === 408 || status === 429;
+}

@@ -1,0 +1,118 @@
+// What the dashboard's parts share: the signed-in session, the status line, the actions'
+// common course, and writing values as text. Every value from the API is written as text
+// (textContent), never as markup: job names, reasons and node names are user input.
+// Uses refresh() of app.js (once the page runs).
+"use strict";
+
+const UNFINISHED = ["PENDING", "RUNNING", "PREEMPTING", "RESTARTING"];
+
+// the signed-in session, read and written by every part of the page
+const session = {
+  me: null,  // the signed-in user (/users/me), null when signed out
+  generation: 0,  // of the newest refresh: an older one ending after it renders nothing
+  // the last action's failure (a Cancel refused, ...): the status line keeps it after each
+  // refresh until the next action or sign-out, so that a refresh 2 s later does not wipe it
+  actionError: "",
+};
+
+// the table body a pointer (a mouse button, a finger) was pressed in, not yet released: its
+// new rows wait for the next refresh, as a click is a press and a release on one button, and
+// a button replaced between the two takes no click. A press held longer than PRESS_MS (its
+// release lost outside the window) no longer holds them
+const PRESS_MS = 10000;
+let pressedIn = null;
+let pressedAt = 0;
+document.addEventListener("pointerdown", (event) => {
+  pressedIn = event.target instanceof Element ? event.target.closest("tbody") : null;
+  pressedAt = Date.now();
+}, true);
+for (const type of ["pointerup", "pointercancel"]) {
+  document.addEventListener(type, () => { pressedIn = null; }, true);
+}
+
+function el(tag, text, className) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (className) node.className = className;
+  return node;
+}
+
+function rowKeys(rows) {
+  // each row's key: its data-* attributes (a job's id, a node's name and GPU, ...), and how
+  // many rows before it had the same ones
+  const seen = {};
+  return rows.map((row) => {
+    const key = JSON.stringify(Object.entries(row.dataset));
+    seen[key] = (seen[key] || 0) + 1;
+    return key + "#" + seen[key];
+  });
+}
+
+function replaceRows(body, rows) {
+  // a table's rows, all new (none while a pointer is pressed in it, see pressedIn); a button
+  // of the old rows that had the focus hands it to its like in the new ones (the same
+  // data-action and text in the row of the same key), so that a refresh does not throw a
+  // keyboard user back to the top of the page
+  if (pressedIn === body && Date.now() - pressedAt < PRESS_MS) return;
+  const focused = document.activeElement;
+  const old = focused && focused !== body && body.contains(focused) ? focused.closest("tr") : null;
+  const key = old === null ? null : rowKeys(Array.from(body.rows))[old.sectionRowIndex];
+  body.replaceChildren(...rows);
+  if (key === null) return;
+  const row = rows[rowKeys(rows).indexOf(key)];
+  const like = row === undefined ? undefined : Array.from(row.querySelectorAll("button")).find(
+    (button) => button.dataset.action === focused.dataset.action &&
+      button.textContent === focused.textContent);
+  if (like !== undefined) like.focus({ preventScroll: true });
+}
+
+function setStatus(text, error) {
+  const status = document.getElementById("status");
+  status.textContent = text;
+  status.className = error ? "error" : "";
+}
+
+function actionFailed(text) {
+  session.actionError = text;
+  setStatus(text, true);
+}
+
+async function perform(label, call) {
+  // one action of the user: call() asks the API, then the page is refreshed; a failure is
+  // shown, and kept, as "label: why"
+  session.actionError = "";
+  try {
+    await call();
+    await refresh();
+  } catch (error) {
+    actionFailed(label + ": " + error.message);
+  }
+}
+
+function isAdmin() {
+  return session.me !== null && session.me.role === "admin";
+}
+
+function mayAct(owner) {
+  // the signed-in user may act on what owner owns: their own, or anyone's as an admin
+  return session.me !== null && (session.me.role === "admin" || session.me.name === owner);
+}
+
+function bytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let value = Number(n) || 0;
+  let i = 0;
+  while (value >= 1024 && i < units.length - 1) {
+    value /= 1024;
+    i += 1;
+  }
+  return value.toFixed(i ? 1 : 0) + units[i];
+}
+
+function age(seconds) {
+  const s = Math.max(0, Date.now() / 1000 - seconds);
+  if (s < 120) return Math.round(s) + "s";
+  if (s < 7200) return Math.round(s / 60) + "m";
+  if (s < 172800) return (s / 3600).toFixed(1) + "h";
+  return Math.round(s / 86400) + "d";
+}

@@ -1,0 +1,170 @@
+// The panel of the job clicked: its state and why, energy, metrics chart, events and log,
+// followed by each refresh until the job has ended. Uses api.js and common.js.
+"use strict";
+
+const LOG_TAIL = 8192;
+const METRIC_POINTS = 500;
+const JOB_EVENTS = 1000;  // the newest of the open job's events (the most the API gives)
+const SVG_NS = "http://www.w3.org/2000/svg";
+let metricRecords = [];
+let shownJob = null;  // the id of the job whose detail panel is open
+let shownEnded = false;  // that job had ended when the panel last showed it
+
+function energyText(joules) {
+  if (joules === null || joules === undefined) return "energy: not metered";
+  const wh = joules / 3600;
+  if (wh >= 1e6) return "energy: " + (wh / 1e6).toPrecision(3) + " MWh";
+  if (wh >= 1e3) return "energy: " + (wh / 1e3).toPrecision(3) + " kWh";
+  return "energy: " + wh.toPrecision(3) + " Wh";
+}
+
+function metricKeys(records) {
+  const keys = [];
+  for (const record of records) {
+    for (const [key, value] of Object.entries(record)) {
+      if (key === "step" || key === "time" || keys.includes(key)) continue;
+      if (typeof value === "number" && Number.isFinite(value)) keys.push(key);
+    }
+  }
+  return keys;
+}
+
+function drawMetric(key) {
+  const svg = document.getElementById("metric-chart");
+  const points = metricRecords.filter((r) => typeof r[key] === "number" && Number.isFinite(r[key]));
+  svg.replaceChildren();
+  const range = document.getElementById("metric-range");
+  if (points.length === 0) {
+    range.textContent = "";
+    return;
+  }
+  const width = Number(svg.getAttribute("width"));
+  const height = Number(svg.getAttribute("height"));
+  const pad = 6;
+  const steps = points.map((r) => r.step);
+  const values = points.map((r) => r[key]);
+  const [x0, x1] = [Math.min(...steps), Math.max(...steps)];
+  const [y0, y1] = [Math.min(...values), Math.max(...values)];
+  const x = (step) => pad + (x1 > x0 ? (step - x0) / (x1 - x0) : 0.5) * (width - 2 * pad);
+  const y = (value) => height - pad - (y1 > y0 ? (value - y0) / (y1 - y0) : 0.5) * (height - 2 * pad);
+  const line = document.createElementNS(SVG_NS, "polyline");
+  line.setAttribute("points", points.map((r) => x(r.step) + "," + y(r[key])).join(" "));
+  line.setAttribute("fill", "none");
+  line.setAttribute("stroke", "#3b7ddd");
+  line.setAttribute("stroke-width", "1.5");
+  svg.appendChild(line);
+  const last = points[points.length - 1];
+  // the API gave the newest METRIC_POINTS records: their min and max are not the run's
+  const cut = metricRecords.length >= METRIC_POINTS ? ", last " + METRIC_POINTS + " records" : "";
+  range.textContent = key + " " + last[key].toPrecision(4) + " at step " + last.step +
+    " (min " + y0.toPrecision(4) + ", max " + y1.toPrecision(4) + ", steps " + x0 + "-" + x1 + cut + ")";
+}
+
+function renderMetrics(records) {
+  metricRecords = records;
+  const keys = metricKeys(records);
+  const section = document.getElementById("metrics");
+  section.hidden = keys.length === 0;
+  const select = document.getElementById("metric-key");
+  const chosen = keys.includes(select.value) ? select.value : keys.includes("loss") ? "loss" : keys[0];
+  const listed = Array.from(select.options, (option) => option.value);
+  if (listed.join("\n") !== keys.join("\n")) {  // as they were: an open list stays open
+    select.replaceChildren(...keys.map((key) => {
+      // the exact key as its value: without one an option's value is its text with blanks
+      // collapsed and trimmed, and "train  loss" would match no record's key
+      const option = el("option", key);
+      option.value = key;
+      return option;
+    }));
+  }
+  if (chosen !== undefined) {
+    select.value = chosen;
+    drawMetric(chosen);
+  }
+}
+
+function setLog(text) {
+  // new output keeps the reader's place: a reader at the end follows it, one above stays
+  const pre = document.getElementById("log");
+  if (pre.textContent === text) return;
+  const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 2;
+  const top = pre.scrollTop;
+  pre.textContent = text;
+  pre.scrollTop = atEnd ? pre.scrollHeight : top;
+}
+
+async function showJob(id, round) {
+  // open the job's panel; round: the generation of the refresh that refreshes the open one
+  // (nothing if another job opened, or a newer refresh began, meanwhile)
+  const again = round !== undefined;
+  const path = "/jobs/" + encodeURIComponent(id);
+  if (!again) {
+    shownJob = id;
+    shownEnded = false;
+    session.actionError = "";
+  }
+  try {
+    const [job, events, why, records] = await Promise.all([
+      api(path), api(path + "/events?tail=true&limit=" + JOB_EVENTS), api(path + "/why"),
+      api(path + "/metrics?tail=true&limit=" + METRIC_POINTS),
+    ]);
+    let log = "";
+    try {
+      log = await request(path + "/logs?tail=" + LOG_TAIL, undefined, (r) => r.text());
+    } catch (error) {
+      log = "(log: " + error.message + ")";
+    }
+    if (shownJob !== id) return;  // closed, or another job opened, while this was asked
+    if (again && round !== session.generation) return;  // the newer refresh shows it
+    const detail = document.getElementById("detail");
+    document.getElementById("detail-title").textContent = job.name + " (" + job.id + ")";
+    shownEnded = !UNFINISHED.includes(job.state);  // its last refresh: nothing changes after
+    const ended = shownEnded && job.finished_at !== null
+      ? " (ended " + new Date(job.finished_at * 1000).toLocaleString() + ")"
+      : "";
+    document.getElementById("detail-why").textContent = job.state + ": " + why.reason + ended;
+    document.getElementById("detail-energy").textContent = energyText(job.energy_joules);
+    renderMetrics(records);
+    const rows = events.map((e) => {
+      const row = el("tr");
+      row.appendChild(el("td", new Date(e.time * 1000).toLocaleString()));
+      row.appendChild(el("td", (e.old || "") + " \u2192 " + e.new));
+      row.appendChild(el("td", e.reason));
+      return row;
+    });
+    document.querySelector("#events tbody").replaceChildren(...rows);
+    setLog(log || "(empty)");
+    detail.hidden = false;
+    const pre = document.getElementById("log");
+    if (!again) {
+      pre.scrollTop = pre.scrollHeight;  // a new panel opens at the log's end
+      detail.scrollIntoView();  // it is below every table: brought to the clicker
+    }
+  } catch (error) {
+    if (shownJob !== id) return;
+    const text = "show " + id + ": " + error.message;
+    if (again) setStatus(text, true);
+    else actionFailed(text);  // a click's: kept as an action's
+  }
+}
+
+function closeDetail() {
+  shownJob = null;
+  document.getElementById("detail").hidden = true;
+}
+
+async function followShownJob(round) {
+  // a refresh's update of the open panel (round: that refresh's generation), until its job ended
+  if (shownJob !== null && !shownEnded) await showJob(shownJob, round);
+}
+
+function clearDetail() {
+  // forget the panel's job: what the next user to sign in on this tab never sees
+  for (const id of ["detail-title", "detail-why", "detail-energy", "metric-range", "log"]) {
+    document.getElementById(id).textContent = "";
+  }
+  document.getElementById("metric-key").replaceChildren();
+  document.getElementById("metric-chart").replaceChildren();
+  document.getElementById("metrics").hidden = true;
+  metricRecords = [];
+}

@@ -1,0 +1,95 @@
+// The Jobs table: each job's state, GPUs and where it runs or why it waits, and its owner's
+// (or an admin's) hold, release, cancel and rerun. Uses api.js, common.js and showJob() of
+// detail.js (once the page runs).
+"use strict";
+
+function needsEndReason(job) {
+  // an ended job with no GPUs held and no exit code (cancelled or failed before it ran, or
+  // stopped without a run's exit): its "where / why" is its end_reason, as danlu ls says it
+  return !UNFINISHED.includes(job.state) && !(job.allocation && job.allocation.length) &&
+    (job.exit_code === null || job.exit_code === undefined) && !job.pending_reason;
+}
+
+function where(job) {
+  if (job.allocation && job.allocation.length) {
+    return job.allocation.map((a) => a.node + ":" + a.gpu).join(" ");
+  }
+  if (job.pending_reason) return job.pending_reason;
+  if (job.exit_code !== null && job.exit_code !== undefined) return "exit " + job.exit_code;
+  // the reason of the event that ended it (a server older than the field sends none)
+  const ended = needsEndReason(job) ? job.end_reason : undefined;
+  if (!ended) return "";
+  return job.started_at === null || job.started_at === undefined ? ended + " (before it ran)" : ended;
+}
+
+function actions(job) {
+  const cell = el("td");
+  if (!mayAct(job.user)) return cell;
+  const add = (label, what) => {
+    const button = el("button", label);
+    button.type = "button";
+    button.dataset.action = what;
+    button.addEventListener("click", () => {
+      const sure = what !== "cancel" || window.confirm(
+        "Cancel job " + job.id + " (" + job.name + ", " + job.user + ", " + job.state + ")?");
+      if (sure) act(job, what);
+    });
+    cell.appendChild(button);
+  };
+  if (!UNFINISHED.includes(job.state)) {
+    add("Rerun", "rerun");  // a new job with the same spec
+    return cell;
+  }
+  // a running job is held by checkpoint: not one whose spec says it cannot be preempted
+  const holdable = job.held_at || job.state !== "RUNNING" || (job.spec || {}).preemptible !== false;
+  if (holdable) add(job.held_at ? "Release" : "Hold", job.held_at ? "release" : "hold");
+  add("Cancel", "cancel");
+  return cell;
+}
+
+function act(job, what) {
+  return perform(what + " " + job.id, () => {
+    if (what === "cancel" || what === "rerun") {
+      return api("/jobs/" + encodeURIComponent(job.id) + "/" + what, { method: "POST" });
+    }
+    const body = JSON.stringify({ held: what === "hold" });
+    return api("/jobs/" + encodeURIComponent(job.id), { method: "PATCH", body });
+  });
+}
+
+function gpusText(job) {
+  // as danlu ls: "2", "1 x 10.0GiB", or a share of one GPU as its fraction, "0.25"
+  const fraction = ((job.spec || {}).resources || {}).gpu_fraction;
+  const share = typeof fraction === "number" && fraction > 0 && fraction < 1;
+  const gpus = share ? String(Number(fraction.toPrecision(6))) : (job.gpus ?? "-");
+  return job.gpu_memory ? gpus + " x " + bytes(job.gpu_memory) : String(gpus);
+}
+
+function renderJobs(jobs) {
+  const body = document.querySelector("#jobs tbody");
+  const rows = jobs.map((job) => {
+    const row = el("tr");
+    row.dataset.job = job.id;
+    const idCell = el("td");
+    const open = el("button", job.id, "link");
+    open.type = "button";
+    open.dataset.action = "show";
+    open.addEventListener("click", () => showJob(job.id));
+    idCell.appendChild(open);
+    row.appendChild(idCell);
+    row.appendChild(el("td", job.name));
+    row.appendChild(el("td", job.user));
+    row.appendChild(el("td", job.project));
+    // notes on an unfinished job only: an ended one keeps its held_at and waiting_on
+    const unfinished = UNFINISHED.includes(job.state);
+    const note = !unfinished ? "" : job.held_at ? " (held)" : job.waiting_on ? " (waiting)" : "";
+    row.appendChild(el("td", job.state + note, "state state-" + job.state));
+    row.appendChild(el("td", job.priority, "number"));
+    row.appendChild(el("td", gpusText(job)));
+    row.appendChild(el("td", age(job.submitted_at), "number"));
+    row.appendChild(el("td", where(job)));
+    row.appendChild(actions(job));
+    return row;
+  });
+  replaceRows(body, rows);
+}
