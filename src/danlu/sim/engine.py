@@ -19,10 +19,11 @@ The end of a run: once nothing runs, no job is left to arrive and the policy sta
 nothing (at once when its plan cannot change with time, else after
 ``SimConfig.idle_retries`` idle rounds), the engine is stuck. It then fails only the
 pending jobs that could not be placed even on the idle cluster, or, when every one would
-fit (the policy holds them back), the head of the queue (the first in submission order),
-and goes on: the jobs a strict queue held behind them run. Only when a head failed in vain
-(no job started since) does every pending job fail, and the run end
-(:mod:`danlu.sim.stuck`). Each stuck point fails at least one job, so the run ends.
+fit (the policy holds them back), those that hold the others up, which it finds by asking
+the policy what it would start with only some of them pending (plans never carried out),
+and goes on: the jobs a strict queue held behind them run. Every pending job fails at once
+only when the policy would start none of them even alone (:mod:`danlu.sim.stuck`). Each
+stuck point fails at least one job, so the run ends.
 
 The engine is a thin adapter: it keeps per-job state, builds the frozen
 :class:`~danlu.sched.view.ClusterView`, calls ``policy.schedule`` and applies the plan,
@@ -43,7 +44,7 @@ import bisect
 import heapq
 import math
 import operator
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -503,21 +504,25 @@ class Simulator:
         """Pending statuses in submission order (the order ClusterView promises)."""
         return tuple(self._pending_order)
 
-    def _round(self) -> tuple[bool, float]:
-        """Ask the policy for a plan now and carry it out: whether it changed anything the
-        next round sees (a job started, stopped, resized or rebatched), and the plan's
-        ``recheck_at``."""
-        view = ClusterView(
+    def _view(self, pending: tuple[JobStatus, ...]) -> ClusterView:
+        """What the policy sees now, with ``pending`` (in submission order) waiting."""
+        return ClusterView(
             time=self._now,
             cluster=self.cluster,
             running=self._running_view(),
-            pending=self._pending_view(),
+            pending=pending,
             used_milli=self._used_milli.copy(),
             used_memory=self._used_memory.copy(),
             closed_nodes=self._failures.closed_nodes if self._failures else frozenset(),
             closed_gpus=self._failures.closed_gpus if self._failures else frozenset(),
             projects=self._projects(),
         )
+
+    def _round(self) -> tuple[bool, float]:
+        """Ask the policy for a plan now and carry it out: whether it changed anything the
+        next round sees (a job started, stopped, resized or rebatched), and the plan's
+        ``recheck_at``."""
+        view = self._view(self._pending_view())
         self._rounds += 1
         plan = self.policy.schedule(view)
         started = self._apply(plan)
@@ -708,7 +713,7 @@ class Simulator:
         pending jobs are left to try again (those failed held them up); None when every
         pending job failed (the run ends)."""
         waiting = [self._pending[status.request.id] for status in self._pending_order]
-        failing = self._stuck.choose(waiting, self._now)
+        failing = self._stuck.choose(waiting, self._now, self._plan_without_others)
         for job, reason in failing:
             self._move(job, JobState.FAILED, "can never be placed on this cluster")
             self._rejected.append((job.id, reason))
@@ -716,6 +721,13 @@ class Simulator:
             del self._pending[job.id]
             self._drop_pending_status(job.id)
         return len(failing) if self._pending else None
+
+    def _plan_without_others(self, jobs: Sequence[SimJob]) -> Plan:
+        """The policy's plan now were ``jobs`` (pending, in submission order) the only ones
+        waiting: for :class:`~danlu.sim.stuck.StuckRule` to read, never carried out (nor
+        counted as a round)."""
+        pending = tuple(self._pending_status[job.id] for job in jobs)
+        return self.policy.schedule(self._view(pending))
 
     def _result(self, not_submitted: list[str]) -> SimResult:
         """The result; ``not_submitted``: the jobs whose submission the clock never reached.

@@ -4,36 +4,80 @@ The engine is stuck when nothing runs, no job is left to arrive and the policy s
 nothing (at once when its plan cannot change with time, else after
 ``SimConfig.idle_retries`` idle rounds). A job the policy never starts may hold back the
 ones queued behind it (strict fifo's head-of-line blocking, or a policy that sizes jobs and
-never starts a profiled one), so the rule fails as few jobs as it can and lets the run go on:
+never starts a profiled one), and the head of the policy's queue need not be the first job
+submitted (priority, sjf, tiresias' queues and fair-share order the queue their own way).
+The rule fails as few jobs as it can and lets the run go on; to find them it asks the
+policy what it would start on the idle cluster with only some of the waiting jobs pending
+(``schedule`` on such a view: a plan read, never carried out, nor counted as a round; a
+policy is a function of its view, so asking changes none of its later plans):
 
 1. the waiting jobs that could not be placed even on the idle cluster (more GPUs than it
-   has, or than it has of the memory they ask per GPU): all of them; when others are left,
-   the run goes on;
-2. else (every waiting job would fit the idle cluster: the policy holds them back) the
-   first in submission order, the head of the queue: the run goes on without it;
-3. the last resort, when the head failed in vain (no job started since a head failed):
-   every waiting job fails and the run ends.
+   has, or than it has of the memory they ask per GPU): all of them;
+2. else the jobs the policy would not start even alone on the idle cluster, with a plan
+   that cannot change with time (``Plan.recheck_at`` infinite): all of them, as they could
+   never start (two such jobs in a row both go, and the jobs behind them run);
+3. else, when the policy would start no waiting job alone, neither here nor at the stuck
+   point before (no job started since): every waiting job (it starts nothing, whatever
+   fails, and time did not change that);
+4. else the first job (in submission order) the policy would not start alone for now (its
+   plan may change with time: the others wait on, and may start later): it alone;
+5. else (the policy would start each job alone) the first job, among the first
+   :data:`MOST_PROBES` in submission order, without which the policy starts some of the
+   others: it alone;
+6. else the first in submission order: it alone.
 
-Each stuck point fails at least one job, so the run ends; the choice depends only on the
-queue (in submission order) and the cluster, so a seed gives the same run.
+When jobs are left, the run goes on without those failed. Each stuck point fails at least
+one job, so the run ends; the choice depends only on the queue (in submission order), the
+cluster and the policy's plans, which are functions of their views, so a seed gives the same
+run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 
 from danlu.core.cluster import Cluster
 from danlu.sched.policies.reservation import NeverFits
-from danlu.sched.view import ClusterView
+from danlu.sched.view import ClusterView, Plan
 from danlu.sim.simjob import SimJob
 
 CANNOT_PLACE = "could not be placed even on an idle cluster"
-"""The reason of a job no idle GPUs could hold, and of every job failed as the last resort."""
+"""The reason of a job no idle GPUs could hold; every reason of this module starts so."""
+REFUSED = (
+    f"{CANNOT_PLACE} (the policy would not start it even alone on the idle cluster, and "
+    "its plan could not change with time)"
+)
+"""The reason of a job the policy would never start, even alone on the idle cluster."""
+HELD_BACK = (
+    f"{CANNOT_PLACE} (the policy started nothing while it waited, and would start other "
+    "jobs without it; they went on without it)"
+)
+"""The reason of the job without which the policy starts others."""
+REFUSED_NOW = (
+    f"{CANNOT_PLACE} (the policy started nothing while it waited, nor would it start it "
+    "alone on the idle cluster; the jobs behind it went on without it)"
+)
+"""The reason of a job the policy would not start alone at the stuck point (its plan may
+change with time)."""
 HEAD_HELD = (
     f"{CANNOT_PLACE} (the policy started nothing while it waited first in the queue; "
     "the jobs behind it went on without it)"
 )
-"""The reason of the head of a queue the policy held back on an idle cluster."""
+"""The reason of the job failed when no plan asked for named one that holds the others
+back."""
+NONE_ALONE = (
+    f"{CANNOT_PLACE} (the policy started nothing, nor would it start any waiting job alone, "
+    "at two stuck points in a row)"
+)
+"""The reason of every job left when the policy would start none of them alone, twice."""
+MOST_PROBES = 64
+"""The most jobs (the first in submission order) of which a stuck point asks the policy
+what it would start without that one job: each such plan is over the whole queue."""
+
+AskPolicy = Callable[[Sequence[SimJob]], Plan]
+"""The policy's plan on the idle cluster at the stuck point with only the given waiting
+jobs (in submission order) pending: a plan for the rule to read, never carried out."""
 
 
 class StuckRule:
@@ -41,17 +85,20 @@ class StuckRule:
 
     def __init__(self, cluster: Cluster) -> None:
         self._cluster = cluster
-        self._head_may_fail = True
-        """False from a head's failure until the next start: another stuck point then is
-        the last resort."""
+        self._none_alone = False
+        """Whether the last stuck point found no waiting job the policy would start alone,
+        and no job started since."""
 
     def started(self) -> None:
-        """A job started: the next stuck point may fail the queue's head alone again."""
-        self._head_may_fail = True
+        """A job started: the next stuck point is the first of a new streak."""
+        self._none_alone = False
 
-    def choose(self, waiting: Sequence[SimJob], now: float) -> list[tuple[SimJob, str]]:
+    def choose(
+        self, waiting: Sequence[SimJob], now: float, ask: AskPolicy
+    ) -> list[tuple[SimJob, str]]:
         """The jobs of ``waiting`` (in submission order) that fail at a stuck point at
-        ``now``, each with its reason; every one of them when the run is to end."""
+        ``now``, each with its reason; ``ask``: the policy's plan with only some of them
+        pending, on the idle cluster."""
         total = self._cluster.total_gpus
         never = NeverFits(ClusterView(now, self._cluster))
         failing: list[tuple[SimJob, str]] = []
@@ -64,7 +111,24 @@ class StuckRule:
                 failing.append((job, CANNOT_PLACE))
         if failing or not waiting:
             return failing
-        if self._head_may_fail and len(waiting) > 1:
-            self._head_may_fail = False
-            return [(waiting[0], HEAD_HELD)]
-        return [(job, CANNOT_PLACE) for job in waiting]
+        alone = [ask([job]) for job in waiting]
+        refused = [
+            job
+            for job, plan in zip(waiting, alone, strict=True)
+            if not plan.starts and plan.recheck_at == math.inf
+        ]
+        none_alone = not any(plan.starts for plan in alone)
+        if refused:
+            self._none_alone = none_alone
+            return [(job, REFUSED) for job in refused]
+        if none_alone and self._none_alone:
+            return [(job, NONE_ALONE) for job in waiting]
+        self._none_alone = none_alone
+        for job, plan in zip(waiting, alone, strict=True):
+            if not plan.starts:  # refused for now: its plan may change with time
+                return [(job, REFUSED_NOW)]
+        if len(waiting) > 1:
+            for index, job in enumerate(waiting[:MOST_PROBES]):
+                if ask([*waiting[:index], *waiting[index + 1 :]]).starts:
+                    return [(job, HELD_BACK)]
+        return [(waiting[0], HEAD_HELD)]
