@@ -27,8 +27,11 @@ filesystem the nodes share, as Slurm clusters' home directories are.
 - **Stopping.** A preemption or a cancel sends SIGTERM to the job's processes
   (``scancel --signal=TERM``, the steps only: a SIGTERM to ``srun`` itself would kill the
   tasks) and, when it has not exited after the grace, SIGKILL (``--signal=KILL --full``).
-  A SIGTERM that could not be sent (the controller unreachable) is sent again at the next
-  polls until it is, the grace still counted from the request. A run Slurm has not started
+  A SIGTERM that could not be sent (the controller unreachable, the job suspended) is sent
+  again at the next polls until it is, the grace still counted from the request; to a job
+  seen suspended, only once it has been seen running again for
+  :data:`~danlu.executors.slurm_stops.RESUME_SETTLE` seconds (its step resumes on the node
+  after the controller reports it running, and drops a SIGTERM before). A run Slurm has not started
   yet is cancelled at once.
 - **Pending.** A run Slurm keeps ``PENDING`` (its partition down, the job held) is
   reported running with Slurm's reason in its message and no start time; one not started
@@ -90,7 +93,15 @@ from typing import Any
 
 from danlu.core.cluster import GPU_TYPES, Cluster, GpuType, Node, listed_gpu_type
 from danlu.core.errors import UnknownNameError
-from danlu.executors import records, slurm_exits, slurm_stops, slurm_task, slurm_waiting, supervise
+from danlu.executors import (
+    records,
+    slurm_exits,
+    slurm_names,
+    slurm_stops,
+    slurm_task,
+    slurm_waiting,
+    supervise,
+)
 from danlu.executors.base import (
     ExecStatus,
     GpuSharingExecutor,
@@ -115,6 +126,7 @@ from danlu.executors.errors import (
 from danlu.executors.records import save_launch
 from danlu.executors.rundirs import DEFAULT_PREEMPT_GRACE, RunDirExecutor
 from danlu.executors.slurm_exits import node_exits
+from danlu.executors.slurm_names import run_name
 from danlu.executors.slurm_stops import KILL_BATCH_AFTER as KILL_BATCH_AFTER
 from danlu.executors.slurmctl import (
     SlurmCommands,
@@ -138,7 +150,6 @@ gives it up (cancels it; it ends as a failed launch): danlu chose its nodes as f
 Slurm should start it within a scheduling cycle or two. A run held, or requeued after it
 ran, has as long from when it was first seen so (:mod:`~danlu.executors.slurm_waiting`)."""
 _PRIVATE_PREFIXES = ("SLURM_", "SBATCH_", "SRUN_", "SALLOC_")
-_STATE_PREFIX = "danlu"
 _UNSENT = re.compile(r"connect failure|Connection refused", re.IGNORECASE)
 """What ``sbatch`` says when it could not reach the controller at all (nothing was sent)."""
 
@@ -152,6 +163,8 @@ def _launch_fields() -> dict[str, records.Check]:
     fields["gang_grace"] = number  # and with what grace
     # the requested_at of the stop (danlu's, or the gang stop's) whose SIGTERM is not sent yet
     fields["term_due"] = number
+    fields["suspended_at"] = number  # when its job was last seen SUSPENDED (slurm_stops)
+    fields["resumed_at"] = number  # and first seen RUNNING since
     fields["gave_up_at"] = number  # when the executor cancelled the run Slurm kept waiting
     fields["pending_reason"] = lambda v: isinstance(v, str)  # Slurm's reason then
     fields["pending_state"] = lambda v: isinstance(v, str)  # and its state (slurm_waiting)
@@ -365,7 +378,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         supervise.write_json(run_dir / supervise.LAUNCH, record)
         options = [  # the admin's first: sbatch lets a later option win, and the run's must
             *self._sbatch_options,
-            f"--job-name={_run_name(job.job_id, job.run_attempt)}",
+            f"--job-name={run_name(job.job_id, job.run_attempt)}",
             f"--nodes={count}",
             "--ntasks-per-node=1",
             "--oversubscribe",
@@ -467,63 +480,14 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     # -- internals ----------------------------------------------------------------------------
 
     def _still_runs(self, run_dir: Path) -> str | None:
-        """The Slurm jobs of the run in ``run_dir`` that Slurm may still run, when its
-        launch record (and the Slurm job id in it) is missing or damaged: those named as a
-        run of its job (``danlu.JOB_ID.ATTEMPT``, any attempt: the record that named it is
-        gone). Their records are not deleted while they run: a relaunch would run the job
-        twice on its GPUs, the old run's tasks writing into the new run's directory.
-        Raises :class:`SlurmUnavailableError` when Slurm cannot be asked (nothing is
-        deleted then)."""
-        try:
-            live = self._named_live(run_dir)
-        except SlurmError as exc:
-            raise SlurmUnavailableError(
-                f"cannot ask Slurm whether job {run_dir.name} still runs: {exc}"
-            ) from exc
-        if not live:
-            return None
-        ids = " ".join(map(str, live))
-        return f"Slurm job {ids} of it still runs; stop it (scancel {ids})"
-
-    def _named_live(self, run_dir: Path) -> list[int]:
-        """The ids of the Slurm jobs named as a run of the job of ``run_dir``
-        (``danlu.JOB_ID.ATTEMPT``, any attempt) that Slurm may still run."""
-        return sorted(
-            i
-            for i, (name, state) in self._commands.named(_attempts_prefix(run_dir)).items()
-            if _is_attempt(name, run_dir) and SlurmJob(i, state).running
-        )
+        """The Slurm jobs of the run in ``run_dir`` that still run without a readable launch
+        record, and how to stop them (:func:`~danlu.executors.slurm_names.still_runs`)."""
+        return slurm_names.still_runs(self._commands, run_dir)
 
     def _unread_gpus(self, run_dir: Path) -> HeldGpus | None:
-        """Every GPU of the nodes of the Slurm jobs of the run in ``run_dir``, which still
-        runs without a readable launch record (:meth:`_named_live`): the nodes Slurm gave
-        them (``NodeList``), or those they asked for while they wait (``ReqNodeList``, the
-        run's ``--nodelist``). Which GPUs of a node the run has is in its run directory
-        (its task file), which the job can rewrite, so they are all held, whole. None (the
-        run's GPUs not known: every GPU is held) when Slurm names no nodes for one of them
-        or cannot be asked."""
-        names: set[str] = set()
-        try:
-            for slurm_id in self._named_live(run_dir):
-                job = self._commands.job(slurm_id)
-                if job is None or not job.running:
-                    continue  # ended since
-                if not self._commands.owns(job) or not _is_attempt(job.name, run_dir):
-                    continue  # ended and forgotten since: its id is another job's now
-                if not job.node_list:
-                    return None
-                names.update(self._commands.hostnames(job.node_list))
-        except SlurmError as exc:
-            log.warning("cannot ask Slurm for the nodes of job %s: %s", run_dir.name, exc)
-            return None
-        nodes = self.inventory().nodes
-        gpus = [
-            (n, gpu)
-            for n, node in enumerate(nodes)
-            if node.name in names
-            for gpu in range(node.gpus)
-        ]
-        return HeldGpus(run_dir.name, gpus, shared=False, stopping=False)
+        """The GPUs of the nodes of the run in ``run_dir``, which still runs without a
+        readable launch record (:func:`~danlu.executors.slurm_names.unread_gpus`)."""
+        return slurm_names.unread_gpus(self._commands, self.inventory, run_dir)
 
     def _slurm_id(self, run_dir: Path, launch: dict[str, Any]) -> int | None:
         """The run's Slurm job id; looked up by name when the launch record lacks it (a
@@ -532,7 +496,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         still run is the run's, and the others are cancelled (the run is one Slurm job)."""
         if "slurm_id" in launch:
             return int(launch["slurm_id"])
-        found = sorted(self._commands.find(_run_name(launch["job_id"], launch["attempt"])))
+        found = sorted(self._commands.find(run_name(launch["job_id"], launch["attempt"])))
         if not found:
             return None
         kept = found[-1]
@@ -561,7 +525,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         if slurm_id is None:
             return None, None
         state = self._slurm_state(slurm_id)
-        name = _run_name(launch["job_id"], launch["attempt"])
+        name = run_name(launch["job_id"], launch["attempt"])
         if state is None or self._of_run(state, name):
             return slurm_id, state
         log.warning(
@@ -614,6 +578,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             started = slurm_exits.note_start(launch, state)  # before note_wait ends the wait
             if slurm_waiting.note_wait(launch, state, self._clock()) or started:
                 save_launch(run_dir, launch)  # else the wait's count restarts at each poll
+            slurm_stops.note_suspension(run_dir, launch, state, self._clock())
             if reason is None and pending:
                 return self._pending(run_dir, launch, slurm_id, state)
             if reason is None and state.state == "RUNNING" and "gang_stopped_at" not in launch:
@@ -637,7 +602,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 message=_state_message(slurm_id, state) + refused,
             )
         full = self._commands.job(slurm_id) if state is not None else None
-        name = _run_name(launch["job_id"], launch["attempt"])
+        name = run_name(launch["job_id"], launch["attempt"])
         if full is not None and not self._of_run(full, name):
             # forgotten since squeue listed it, its id another job's: not the run's result
             who = f"{full.name!r} of user {full.user or full.uid}"
@@ -700,7 +665,8 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         :func:`~danlu.executors.slurm_stops.enforce_stop` at the polls, and so does the
         SIGTERM when it cannot be sent now (the controller unreachable: the error is raised,
         and the SIGTERM sent again at the next polls until Slurm takes it; the job suspended,
-        :data:`~danlu.executors.slurm_stops.SUSPENDED`: sent once Slurm runs it again)."""
+        :data:`~danlu.executors.slurm_stops.SUSPENDED`: sent once Slurm runs it again, and
+        its step surely too, :func:`~danlu.executors.slurm_stops.term_held`)."""
         slurm_id, state = self._run_state(run_dir, launch)
         if slurm_id is None:  # not in Slurm yet: cancelled or signalled by the poll finding it
             if grace > 0:
@@ -713,8 +679,10 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         elif grace <= 0:
             self._commands.cancel(slurm_id, "KILL")
         else:
+            now = self._clock()
+            slurm_stops.note_suspension(run_dir, launch, state, now)
             slurm_stops.term_due(run_dir, launch)
-            if state.state != slurm_stops.SUSPENDED:  # else sent at the polls once it runs
+            if not slurm_stops.term_held(launch, state, now):  # else sent at the polls
                 self._commands.cancel(slurm_id, "TERM")
                 slurm_stops.term_sent(run_dir, launch)
 
@@ -730,27 +698,6 @@ def slurm_pattern(path: str) -> str:
             "use a danlu home without one"
         )
     return path.replace("%", "%%")
-
-
-def _run_name(job_id: str, attempt: int) -> str:
-    """The Slurm job name of run ``attempt`` of job ``job_id`` (``danlu.JOB_ID.ATTEMPT``)."""
-    return f"{_STATE_PREFIX}.{job_id}.{attempt}"
-
-
-def _attempts_prefix(run_dir: Path) -> str:
-    """The start of the Slurm job names of the runs of the job of ``run_dir``
-    (``danlu.JOB_ID.``)."""
-    return f"{_STATE_PREFIX}.{run_dir.name}."
-
-
-def _is_attempt(name: str | None, run_dir: Path) -> bool:
-    """Whether the Slurm job name ``name`` is that of a run of the job of ``run_dir``
-    (``danlu.JOB_ID.ATTEMPT``, any attempt); a name not read (None) is taken as one."""
-    if name is None:
-        return True
-    prefix = _attempts_prefix(run_dir)
-    attempt = name[len(prefix) :]
-    return name.startswith(prefix) and attempt.isdecimal() and attempt.isascii()
 
 
 def _unsent(exc: SlurmError) -> bool:
@@ -770,7 +717,7 @@ def _unsubmitted(launch: Mapping[str, Any], reason: StopReason | None) -> dict[s
     return {
         "outcome": (Outcome.PREEMPTED if requeued else Outcome.FAILED).value,
         "error": f"{launch.get('sbatch_error', 'sbatch failed')}; Slurm never listed job "
-        f"{_run_name(launch['job_id'], launch['attempt'])}: it was not submitted"
+        f"{run_name(launch['job_id'], launch['attempt'])}: it was not submitted"
         + ("; re-queued" if requeued else ""),
     }
 

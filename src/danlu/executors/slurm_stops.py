@@ -7,8 +7,10 @@ A stop's state is in the run's records, so that a new executor instance, after a
 carries it on: the stop request (``stop.json``: why, the grace, when it was asked for) and
 the launch record's ``term_due`` (the ``requested_at`` of the stop whose SIGTERM is not sent
 yet), ``gang_stopped_at`` and ``gang_grace`` (when the executor stopped the nodes itself, and
-with what grace). Every function here acts through ``commands`` (``scancel``) and writes the
-launch record as well as the disk allows (:func:`~danlu.executors.records.save_launch`).
+with what grace), ``suspended_at`` and ``resumed_at`` (when its job was last seen suspended,
+and first seen running since: :func:`note_suspension`). Every function here acts through
+``commands`` (``scancel``) and writes the launch record as well as the disk allows
+(:func:`~danlu.executors.records.save_launch`).
 """
 
 from __future__ import annotations
@@ -29,8 +31,14 @@ log = logging.getLogger(__name__)
 SUSPENDED = "SUSPENDED"
 """The state of a job an admin suspended (``scontrol suspend``): Slurm refuses it every
 signal but SIGKILL ("Job can not be altered now, try again later"), so a stop's SIGTERM
-waits until Slurm runs it again (:func:`enforce_stop` sends it then); its SIGKILL after
-the grace is taken."""
+waits until Slurm runs it again (:func:`enforce_stop` sends it then, :data:`RESUME_SETTLE`
+seconds after: :func:`term_held`); its SIGKILL after the grace is taken."""
+RESUME_SETTLE = 2.0
+"""Seconds a job seen :data:`SUSPENDED` must have been seen ``RUNNING`` again before a
+SIGTERM is sent to it: after ``scontrol resume`` the controller reports the job running at
+once, but the node's ``slurmstepd`` resumes the step up to about a second later, and a
+SIGTERM that reaches the step before is dropped though ``scancel`` succeeded (the job would
+be SIGKILLed at the end of its grace without checkpointing)."""
 KILL_BATCH_AFTER = 10.0
 """Seconds after a stop's grace at which the batch script is killed too, not only the job's
 processes (whose end ends it)."""
@@ -64,6 +72,8 @@ def gang_stop(
     launch["gang_grace"] = max(0.0, grace)
     launch["gang_stopped_at"] = launch["term_due"] = now
     save_launch(run_dir, launch)  # else stopped again at the next poll
+    if resuming(launch, now):
+        return  # sent at the polls once the step surely runs again
     commands.cancel(slurm_id, "TERM")  # failed: sent again at the polls
     term_sent(run_dir, launch)
 
@@ -93,7 +103,8 @@ def enforce_stop(
     ``state``, at a poll at ``now``: cancel a run that Slurm keeps waiting (not started, or
     held after a requeue: nothing of it runs); SIGTERM a running one whose SIGTERM could not
     be sent yet (its launch record's ``term_due`` is the stop's ``requested_at``; a failure
-    is logged and tried again at the next poll); SIGKILL the processes of one whose grace is
+    is logged and tried again at the next poll; one resumed from a suspension only once its
+    step surely runs again: :func:`resuming`); SIGKILL the processes of one whose grace is
     over, and the batch script too :data:`KILL_BATCH_AFTER` seconds later (a run stopped
     before its step started has no processes of its own yet). The grace counts from the
     request, however late its SIGTERM was sent.
@@ -121,6 +132,7 @@ def enforce_stop(
     if (
         overdue < 0
         and state.state == "RUNNING"
+        and not resuming(launch, now)
         and launch.get("term_due") == stop.get("requested_at")
     ):
         try:
@@ -155,3 +167,35 @@ def term_sent(run_dir: Path, launch: dict[str, Any]) -> None:
     """The run's due SIGTERM was sent (Slurm took the ``scancel``)."""
     if launch.pop("term_due", None) is not None:
         save_launch(run_dir, launch)  # else sent again at the next poll
+
+
+def note_suspension(run_dir: Path, launch: dict[str, Any], state: SlurmJob, now: float) -> None:
+    """Record in the launch record, at a look at the run's job in ``state`` at ``now``, when
+    it was last seen :data:`SUSPENDED` (``suspended_at``) and first seen ``RUNNING`` since
+    (``resumed_at``), for :func:`resuming`; the record is written only when they change."""
+    if state.state == SUSPENDED:
+        if "suspended_at" in launch and "resumed_at" not in launch:
+            return
+        launch["suspended_at"] = now
+        launch.pop("resumed_at", None)
+    elif state.state == "RUNNING" and "suspended_at" in launch and "resumed_at" not in launch:
+        launch["resumed_at"] = now
+    else:
+        return
+    save_launch(run_dir, launch)  # else a restarted executor sends the SIGTERM too soon
+
+
+def resuming(launch: Mapping[str, Any], now: float) -> bool:
+    """Whether the run's job was seen :data:`SUSPENDED` (:func:`note_suspension`) and has
+    not been seen ``RUNNING`` for :data:`RESUME_SETTLE` seconds since: a SIGTERM sent now
+    could reach its step still suspended on the node, and be lost."""
+    if "suspended_at" not in launch:
+        return False
+    return now - float(launch.get("resumed_at", now)) < RESUME_SETTLE
+
+
+def term_held(launch: Mapping[str, Any], state: SlurmJob, now: float) -> bool:
+    """Whether a SIGTERM to the run's job, in ``state``, must wait (:func:`enforce_stop`
+    sends it at a later poll): Slurm refuses it to a :data:`SUSPENDED` job, and one just
+    resumed may drop it (:func:`resuming`)."""
+    return state.state == SUSPENDED or resuming(launch, now)
