@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from danlu.core.cluster import Allocation, Cluster
+from danlu.core.cluster import GPU_TYPES, Allocation, Cluster, Node
 from danlu.core.errors import ConfigError
 from danlu.sched.policies.fair_share import FairSharePolicy
 from danlu.sched.policies.fifo import FifoPolicy
@@ -165,8 +165,10 @@ def test_reclaim_tries_each_shape_of_a_projects_waiting_jobs_once(
 ) -> None:
     """Passing jobs that cannot be made room for costs one try per shape the placement
     reads (GPUs, share, memory, types), not one per job of a long queue."""
-    cluster = Cluster.homogeneous(1, 4)
-    typed = frozenset({"no-such-gpu"})
+    # the only T4 is held by a job that may not be preempted: no victim frees one (a GPU
+    # type the cluster lacks would be no try at all: such a job could never start)
+    cluster = Cluster((Node("n0", 4), Node("n1", 1, GPU_TYPES["T4"])))
+    typed = frozenset({"T4"})
     typed_jobs = [
         JobStatus(
             _request(f"t{i}", 1, 10 + i, project="b", gpu_types=typed, expected_duration=60.0 + i)
@@ -174,6 +176,11 @@ def test_reclaim_tries_each_shape_of_a_projects_waiting_jobs_once(
         for i in range(50)
     ]
     pending = (*typed_jobs, _project_job("any", "b", 100))
+    on_t4 = JobStatus(
+        _request("c0", 1, 5, project="c", preemptible=False),
+        Allocation.whole_gpus([(1, 0)]),
+        last_start=0.0,
+    )
     tries: list[str] = []
     make_room = FairSharePolicy._make_room
 
@@ -182,7 +189,8 @@ def test_reclaim_tries_each_shape_of_a_projects_waiting_jobs_once(
         return make_room(job, *args)
 
     monkeypatch.setattr(FairSharePolicy, "_make_room", staticmethod(counted))
-    view = ClusterView(1000.0, cluster, running=_team_a_on(cluster), pending=pending)
+    running = (*_team_a_on(Cluster.homogeneous(1, 4)), on_t4)
+    view = ClusterView(1000.0, cluster, running=running, pending=pending)
     plan = FairSharePolicy(reclaim=True, min_run=300.0).schedule(view)
     assert [s.job_id for s in plan.starts] == ["any"]
     assert tries == ["t0", "any"]

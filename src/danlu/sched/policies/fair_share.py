@@ -22,7 +22,8 @@ By itself it equalises what each project *starts*: a project that took the whole
 while it was alone keeps it until its jobs end. With ``reclaim`` it also takes GPUs back, by
 checkpoint: each project's fair share is its max-min share of the cluster (the GPUs split
 among the projects that want them in proportion to their weights, a project wanting less
-than its part leaving the rest to the others; history does not count here), and while a
+than its part leaving the rest to the others; a waiting job that could never start wants
+none; history does not count here), and while a
 project below its share has a job waiting, preemptible jobs of projects above theirs are
 preempted to make room for it, youngest first, one waiting job per round. Neither side
 crosses its share by it (the job started keeps its project within its share, each job
@@ -49,7 +50,7 @@ from danlu.sched.placement.drain import DrainingFree
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies.options import INF, OptionRange, check_options
-from danlu.sched.policies.reservation import Shape, shape_of
+from danlu.sched.policies.reservation import NeverFits, Shape, shape_of
 from danlu.sched.policies.waiting import asks_no_gpu, why_not
 from danlu.sched.share_size import least_share_milli
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Start
@@ -184,8 +185,13 @@ class FairSharePolicy:
         released youngest first until the job fits; of those, only the ones whose GPUs it
         gets are preempted."""
         now = view.time
+        # A job that could never start (more GPUs than the open cluster has, a GPU type none
+        # has) wants nothing it could be given: counted, it raised its project's share by
+        # GPUs the project could not use, cutting the others' shares (a project below its
+        # share then waited beside GPUs held above theirs).
+        never = NeverFits(view)
         waiting_jobs = sorted(
-            (j for j in view.pending if j.id not in started),
+            (j for j in view.pending if j.id not in started and not never(j.request)),
             key=lambda j: (j.request.project, *_within_project(j)),
         )
         asks = {job.id: _least_taken(job, view) for job in waiting_jobs}

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from danlu.core.cluster import Allocation
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies.options import INF, OptionRange, check_options, check_reserve
 from danlu.sched.policies.queue_round import queue_pass
@@ -15,7 +16,7 @@ from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
 from danlu.sched.policies.ranked_round import ranked_round
 from danlu.sched.policies.reservation import NeverFits
 from danlu.sched.policies.waiting import asks_no_gpu
-from danlu.sched.view import ClusterView, JobStatus, Plan
+from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Start
 
 
 @dataclass(frozen=True)
@@ -200,8 +201,11 @@ def keep_queue_order(
     asks for no GPU, or one that asks for more than the open cluster could ever give it
     (:class:`NeverFits`) unless it is ``blocked``, the job the queue pass named as holding
     the queue back (strict order stops at it; a reservation is never one's). A preemption
-    is kept when a kept start takes a GPU of the job preempted (a GPU shared with another
-    job counts as taken); a job whose GPUs went only to starts dropped keeps running.
+    is kept when a kept start of strictly higher base priority takes a GPU of the job
+    preempted (a GPU shared with another job counts as taken); a job whose GPUs went only to
+    starts dropped, or to starts of no higher priority placed beside them, keeps running,
+    and those starts go where the queue pass put them (when it started them, on GPUs no kept
+    start takes) or wait (:func:`_for_higher_priority`).
     """
     in_queue = {start.job_id for start in queued.starts}
     in_ranked = {start.job_id for start in ranked.starts}
@@ -223,13 +227,76 @@ def keep_queue_order(
     for start in ranked.starts:
         if start.job_id not in allowed:
             waiting[start.job_id] = queued.reason(start.job_id) or "held back by the queue order"
-    taken = {(share.node, share.gpu) for start in kept for share in start.allocation.shares}
-    holds = {job.id: job.allocation for job in view.running}
-    preempts = tuple(
-        victim
-        for victim in ranked.preempts
-        if any((share.node, share.gpu) in taken for share in holds[victim.job_id].shares)
-    )
-    gone = {victim.job_id for victim in preempts}
+    starts, gone = _for_higher_priority(view, kept, ranked.preempts, queued, waiting)
+    preempts = tuple(victim for victim in ranked.preempts if victim.job_id in gone)
     marks = {job_id: mark for job_id, mark in ranked.marks.items() if job_id in gone}
-    return dataclasses.replace(ranked, starts=kept, preempts=preempts, waiting=waiting, marks=marks)
+    return dataclasses.replace(
+        ranked, starts=starts, preempts=preempts, waiting=waiting, marks=marks
+    )
+
+
+def _gpus(allocation: Allocation) -> set[tuple[int, int]]:
+    """The (node, GPU) pairs ``allocation`` holds a share of."""
+    return {(share.node, share.gpu) for share in allocation.shares}
+
+
+def _for_higher_priority(
+    view: ClusterView,
+    kept: Sequence[Start],
+    preempts: Sequence[Preempt],
+    queued: Plan,
+    waiting: dict[str, str],
+) -> tuple[tuple[Start, ...], set[str]]:
+    """The starts of ``kept`` (the preemption pass's, less those the queue order dropped)
+    and the ids of the jobs of ``preempts`` still preempted for them: a job only while a
+    kept start of strictly higher base priority takes one of its GPUs. The preemption pass
+    places every job on the GPUs its preemptions free, also a job of the victim's priority
+    beside one of higher priority; once the queue order drops the higher one, that job
+    alone would have the victim preempted (the rule is strictly higher priority). A victim
+    that keeps running keeps its GPUs: the starts placed on them go where the queue pass
+    put them (``queued``, when it started them, on GPUs no kept start takes) or wait with a
+    reason in ``waiting``; that can leave another victim without a reason, so this repeats
+    until nothing changes."""
+    priority = {job.id: job.request.priority for job in view.pending}
+    holds = {job.id: job for job in view.running}
+    on_gpu: dict[tuple[int, int], list[Start]] = {}  # the kept starts on each GPU
+    for start in kept:
+        for gpu in _gpus(start.allocation):
+            on_gpu.setdefault(gpu, []).append(start)
+    dropped: dict[str, str] = {}  # the starts taken out, by job id: the victim in the way
+    victims = [preempt.job_id for preempt in preempts]
+    while True:
+        stays: list[str] = []
+        for victim in victims:
+            least = holds[victim].request.priority
+            if not any(
+                priority[start.job_id] > least and start.job_id not in dropped
+                for gpu in _gpus(holds[victim].allocation)
+                for start in on_gpu.get(gpu, ())
+            ):
+                stays.append(victim)
+        if not stays:
+            break
+        kept_running = set(stays)
+        victims = [victim for victim in victims if victim not in kept_running]
+        for victim in stays:  # it keeps its GPUs: what was placed on them cannot start there
+            for gpu in _gpus(holds[victim].allocation):
+                for start in on_gpu.get(gpu, ()):
+                    dropped.setdefault(start.job_id, victim)
+    starts = [start for start in kept if start.job_id not in dropped]
+    if dropped:  # where the queue pass put them, when that is clear of every kept start
+        instead = {start.job_id: start for start in queued.starts}
+        taken = set().union(*(_gpus(start.allocation) for start in starts))
+        for start in kept:
+            holder = dropped.get(start.job_id)
+            if holder is None:
+                continue
+            alternative = instead.get(start.job_id)
+            if alternative is not None and not _gpus(alternative.allocation) & taken:
+                starts.append(alternative)
+                taken |= _gpus(alternative.allocation)
+            else:
+                waiting[start.job_id] = (
+                    f"would take the GPUs of {holder}, of no lower priority: not preempted for it"
+                )
+    return tuple(starts), set(victims)

@@ -67,7 +67,9 @@ class SjfPolicy:
         GPU of ``cluster`` when sized by memory)."""
         req = job.request
         gpus = ranked_gpus(job, cluster) if self.by_gpu_time else 1
-        size = (req.expected_duration or math.inf) * gpus
+        # an estimate of 0 s is the shortest there is, not a missing one (``or`` read it so)
+        duration = math.inf if req.expected_duration is None else req.expected_duration
+        size = duration * gpus
         return (size, req.seq, req.id), math.inf
 
     def schedule(self, view: ClusterView) -> Plan:

@@ -73,7 +73,9 @@ class ValueDensityPolicy:
         a share of one GPU counts its part of it (:func:`~danlu.sched.share_size.ranked_gpus`,
         of a GPU of ``cluster`` when sized by memory)."""
         req = job.request
-        duration = req.expected_duration or self.default_duration
+        duration = req.expected_duration
+        if duration is None:  # 0 s is an estimate (the shortest), not a missing one
+            duration = self.default_duration
         remaining = max(self.min_remaining, duration - job.run_time_at(now))
         if job.running:
             remaining = max(self.min_remaining, remaining - self.restart_cost)
