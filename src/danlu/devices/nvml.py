@@ -6,10 +6,12 @@ Every function takes an optional ``nvml`` module object so tests can inject a fa
 GPU of the machine: a node agent started with ``CUDA_VISIBLE_DEVICES=1,3`` offered all
 eight): a comma-separated list of NVML indices (``1,3``; CUDA's order is NVML's with
 ``CUDA_DEVICE_ORDER=PCI_BUS_ID``) or GPU UUIDs (``GPU-8d1c...``, a unique prefix is
-enough), read up to its first entry that is neither (so ``-1``, like an empty value, hides
-every GPU: discovery then fails, saying so). Unset, every GPU is served. The GPUs served keep
-their NVML indices: a job pinned to one gets that index in its own ``CUDA_VISIBLE_DEVICES``,
-which replaces the agent's. MIG instances (``MIG-...``) are not GPUs discovery serves.
+enough), read up to its first entry that is neither or that names no GPU: an index the
+machine lacks, a UUID prefix no GPU has or two GPUs have (so ``-1``, like an empty value,
+hides every GPU: discovery then fails, saying so). A GPU named twice makes CUDA show none:
+discovery fails, saying so. Unset, every GPU is served. The GPUs served keep their NVML
+indices: a job pinned to one gets that index in its own ``CUDA_VISIBLE_DEVICES``, which
+replaces the agent's. MIG instances (``MIG-...``) are not GPUs discovery serves.
 """
 
 from __future__ import annotations
@@ -218,40 +220,89 @@ def mig_enabled(nvml: Any, index: int) -> bool:
 VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 
 
-def visible_devices(value: str | None) -> tuple[frozenset[int], tuple[str, ...]] | None:
-    """The GPUs a ``CUDA_VISIBLE_DEVICES`` value lets a process see: ``(NVML indices, UUID
-    prefixes)``, or None for every GPU (unset). Read as CUDA reads it: entries up to the
-    first that is neither a whole number >= 0 nor a ``GPU-`` UUID (``-1``, a typo, a
-    ``MIG-`` instance) count, blanks around them ignored; empty means none."""
+def visible_entries(value: str | None) -> tuple[int | str, ...] | None:
+    """The entries of a ``CUDA_VISIBLE_DEVICES`` value, in order: NVML indices (``int``) and
+    ``GPU-`` UUID prefixes (``str``), or None for every GPU (unset). Read as CUDA reads it:
+    entries up to the first that is neither a whole number >= 0 nor a ``GPU-`` UUID (``-1``,
+    a typo, a ``MIG-`` instance) count, blanks around them ignored; empty means none."""
     if value is None:
         return None
-    indices: set[int] = set()
-    uuids: list[str] = []
+    entries: list[int | str] = []
     for raw in value.split(","):
         entry = raw.strip()
         if entry.isdigit() and entry.isascii():
-            indices.add(int(entry))
+            entries.append(int(entry))
         elif entry.startswith("GPU-") and len(entry) > len("GPU-"):
-            uuids.append(entry)
+            entries.append(entry)
         else:
             break
-    return frozenset(indices), tuple(uuids)
+    return tuple(entries)
 
 
-def _is_visible(
-    lib: Any, index: int, visible: tuple[frozenset[int], tuple[str, ...]] | None
-) -> bool:
-    """Whether the GPU at NVML ``index`` is one of ``visible`` (:func:`visible_devices`);
-    a GPU whose UUID cannot be read matches by its index only."""
-    if visible is None or index in visible[0]:
-        return True
-    if not visible[1]:
-        return False
-    try:
-        uuid = handle_uuid(lib, lib.nvmlDeviceGetHandleByIndex(index))
-    except Exception:  # unreadable: read_gpu says why, if it is visible by index
-        return False
-    return uuid is not None and any(uuid.startswith(prefix) for prefix in visible[1])
+def visible_devices(value: str | None) -> tuple[frozenset[int], tuple[str, ...]] | None:
+    """The entries of a ``CUDA_VISIBLE_DEVICES`` value (:func:`visible_entries`) as ``(NVML
+    indices, UUID prefixes)``, or None for every GPU (unset)."""
+    entries = visible_entries(value)
+    if entries is None:
+        return None
+    indices = frozenset(e for e in entries if isinstance(e, int))
+    return indices, tuple(e for e in entries if isinstance(e, str))
+
+
+def _hides_every_gpu(value: str) -> DeviceUnavailableError:
+    """The error for a ``CUDA_VISIBLE_DEVICES`` ``value`` with no GPU entry; one naming
+    MIG instances says danlu serves whole GPUs only."""
+    mig = (
+        ": it names MIG instances (MIG-...), which danlu does not serve (it serves whole GPUs)"
+        if value.strip().startswith("MIG-")
+        else ""
+    )
+    return DeviceUnavailableError(
+        f"{VISIBLE_DEVICES}={value!r} hides every GPU{mig}; unset it, or list the GPUs to "
+        "serve by NVML index or UUID (e.g. 0,1), or run without GPUs using fake ones: "
+        "--fake-gpus 4x80GiB"
+    )
+
+
+def _served_indices(
+    lib: Any, count: int, value: str, entries: tuple[int | str, ...]
+) -> frozenset[int]:
+    """The NVML indices (of ``count`` GPUs) that ``CUDA_VISIBLE_DEVICES`` ``value``, read
+    into ``entries``, shows, by CUDA's rule: entries count up to the first that names no
+    GPU (an index the machine lacks, a UUID prefix no GPU has, or one that two GPUs have:
+    ambiguous), which is logged. A GPU whose UUID cannot be read matches by its index
+    only. Raises :class:`DeviceUnavailableError` for a GPU named twice: CUDA then shows none
+    at all."""
+    uuids: dict[int, str] | None = None
+    served: list[int] = []
+    for entry in entries:
+        if isinstance(entry, int):
+            matches = [entry] if entry < count else []
+        else:
+            if uuids is None:
+                uuids = {}
+                for index in range(count):
+                    with contextlib.suppress(Exception):  # unreadable: matches no UUID
+                        uuid = handle_uuid(lib, lib.nvmlDeviceGetHandleByIndex(index))
+                        if uuid is not None:
+                            uuids[index] = uuid
+            matches = [index for index, uuid in uuids.items() if uuid.startswith(entry)]
+        if len(matches) != 1:
+            log.warning(
+                "%s entry %r names %s: it and the entries after it are not served, as CUDA "
+                "reads the variable; name each GPU by its index or a longer UUID",
+                VISIBLE_DEVICES,
+                entry,
+                "no GPU of this host" if not matches else f"{len(matches)} GPUs",
+            )
+            break
+        if matches[0] in served:
+            raise DeviceUnavailableError(
+                f"{VISIBLE_DEVICES}={value!r} names GPU {matches[0]} twice ({entry!r}), so "
+                "CUDA shows no GPU at all; list each GPU once (e.g. 0,1)"
+            )
+        served.append(matches[0])
+    return frozenset(served)
 
 
 def discover(
@@ -275,13 +326,10 @@ def discover(
     :class:`DeviceUnavailableError` (with the fix) when NVML is missing, cannot count the
     GPUs, finds none, or can read (or serve) none of them."""
     env: Mapping[str, str] = {} if environ is None else environ
-    visible = visible_devices(env.get(VISIBLE_DEVICES))
-    if visible is not None and not visible[0] and not visible[1]:
-        raise DeviceUnavailableError(
-            f"{VISIBLE_DEVICES}={env.get(VISIBLE_DEVICES)!r} hides every GPU; unset it, or "
-            "list the GPUs to serve by NVML index or UUID (e.g. 0,1), or run without GPUs "
-            "using fake ones: --fake-gpus 4x80GiB"
-        )
+    shown = env.get(VISIBLE_DEVICES)
+    entries = visible_entries(shown)
+    if shown is not None and not entries:
+        raise _hides_every_gpu(shown)
     lib = load_nvml(nvml)
     host = hostname or socket.gethostname()
     gpus: list[GpuInfo] = []
@@ -300,9 +348,12 @@ def discover(
                 f"the driver is in a bad state; reload it or reboot, or {_NVML_HINT}"
             )
         count = counted
-        for index in range(count):
-            if not _is_visible(lib, index, visible):
-                continue
+        served = (
+            range(count)
+            if shown is None or entries is None
+            else sorted(_served_indices(lib, count, shown, entries))
+        )
+        for index in served:
             try:
                 gpu = read_gpu(lib, index)
             except Exception as exc:  # e.g. GPU_IS_LOST: this GPU only, not the host's
@@ -341,8 +392,8 @@ def discover(
             f"{_NVML_HINT}"
         )
     if not gpus:
-        shown = "" if visible is None else f" of those {VISIBLE_DEVICES} shows"
-        raise DeviceUnavailableError(f"NVML found no GPU{shown}; {_NVML_HINT}")
+        which = "" if shown is None else f" of those {VISIBLE_DEVICES}={shown!r} shows"
+        raise DeviceUnavailableError(f"NVML found no GPU{which}; {_NVML_HINT}")
     groups: dict[tuple[str, int], list[GpuInfo]] = {}
     for gpu in gpus:
         groups.setdefault((gpu.gpu_type.name, gpu.memory_total // _GiB), []).append(gpu)
