@@ -1,7 +1,8 @@
 """A job the scheduler started whose run the executor has not launched yet (it waits for
 GPUs another run still holds) runs nothing: a round that moves it (a resize or a migration)
 charges its wait as no GPU-hours and writes no stretch of it, and one that preempts it
-counts no preemption; a launched run is charged and counted as before."""
+counts no preemption; a launched run is charged and counted as before. A moved job's new
+run that waits for the run the move left to stop counts that wait (it is that run's time)."""
 
 from __future__ import annotations
 
@@ -149,3 +150,48 @@ def test_a_run_preempted_while_waiting_counts_no_preemption(
         assert job.state != JobState.PREEMPTING.value  # settled: re-queued or started again
         assert (job.preemptions, job.run_time) == (0, 0.0)
     assert _runs(db, job_id) == []
+
+
+def test_a_moved_runs_wait_for_the_run_it_left_counts_as_it_will_be_charged(
+    db: Database,
+) -> None:
+    """Moved while launched, the job's old run stops within its grace while the new one
+    waits for it: that wait is charged to the new run once launched (its stretch begins at
+    the move), so ``danlu usage``, the projects' recent usage and the time limit count it
+    meanwhile too: a period's usage does not grow after the fact."""
+    [moved] = _started(db, ("moved",), launched=("moved",))
+    other_gpu = Allocation.whole_gpus([(0, 1)], memory=80 * GiB)
+    _apply(db, Plan(resizes=(Resize(moved, other_gpu),)), NOW + 100)
+    half_life = 3600.0
+    with db.read_session() as s:
+        job = jobs.get_job(s, moved)
+        assert (job.moved_from, jobs.not_launched(job)) == (1, True)  # the old run stops
+        [row] = usage.usage(s, NOW - 1, now=NOW + 150)
+        assert row.gpu_seconds == pytest.approx(150.0)
+        assert usage.unlaunched_jobs(s) == frozenset()
+        waiting = usage.standing(s, NOW + 150, half_life)["default"].recent_gpus
+        assert jobs.run_time_at(job, NOW + 150) == pytest.approx(150.0)
+    with db.session() as s:  # the old run exited; the new one launched (its clock kept)
+        job = jobs.get_job(s, moved)
+        job.moved_from, job.launched_attempt = None, job.attempt
+    with db.read_session() as s:
+        [row] = usage.usage(s, NOW - 1, NOW + 150, now=NOW + 200)
+        assert row.gpu_seconds == pytest.approx(150.0)
+        launched = usage.standing(s, NOW + 150, half_life)["default"].recent_gpus
+        assert waiting == pytest.approx(launched)
+
+
+def test_moving_again_while_the_run_it_left_stops_keeps_that_wait(db: Database) -> None:
+    """Moved twice before its new run launched, while the run the first move left still
+    stops: the time between the moves is that run's, a stretch of its own (no gap in the
+    job's usage), and that run is still the one whose exit is to judge."""
+    [moved] = _started(db, ("moved",), launched=("moved",))
+    gpu = [Allocation.whole_gpus([(0, g)], memory=80 * GiB) for g in (1, 0)]
+    _apply(db, Plan(resizes=(Resize(moved, gpu[0]),)), NOW + 100)
+    _apply(db, Plan(resizes=(Resize(moved, gpu[1]),)), NOW + 130)
+    assert sorted(_runs(db, moved)) == [(NOW, NOW + 100), (NOW + 100, NOW + 130)]
+    with db.read_session() as s:
+        job = jobs.get_job(s, moved)
+        assert (job.moved_from, job.attempt, job.run_time) == (1, 3, 130.0)
+        [row] = usage.usage(s, NOW - 1, now=NOW + 150)
+        assert row.gpu_seconds == pytest.approx(150.0)

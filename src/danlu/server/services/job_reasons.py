@@ -32,6 +32,41 @@ backoff with the reason)."""
 LIMIT_STOPS = ("deadline passed", "time limit reached")
 """How the cancel reasons of a deadline's and a time limit's stops begin (:func:`expired`,
 :func:`over_time`): such a stop gives the job its preemption grace to checkpoint."""
+NOT_LAUNCHED = Job.launched_attempt.is_not(None) & (Job.launched_attempt < Job.attempt)
+"""The SQL of :func:`not_launched`: the jobs whose current run the executor has not taken."""
+WAITS_FOR_LAUNCH = NOT_LAUNCHED & Job.moved_from.is_(None)
+"""The SQL of :func:`waits_for_launch`."""
+
+
+def not_launched(job: Job) -> bool:
+    """Whether the executor has not taken the launch of ``job``'s current run
+    (``launched_attempt`` below ``attempt``): it holds its GPUs but runs nothing yet (it waits
+    for GPUs another run still holds), so no energy is charged to it, and a stop before its
+    launch charges it no GPU-hours. Each new run of a job sets ``launched_attempt`` to 0 while
+    it was null (:func:`~danlu.server.services.jobs._new_attempt`), so a null one is a run
+    recorded before the column (migration 0032) whose launch is not known: counted as
+    launched, as it was before."""
+    return job.launched_attempt is not None and job.launched_attempt < job.attempt
+
+
+def waits_for_launch(job: Job) -> bool:
+    """Whether no run of ``job`` runs while it holds GPUs: its current run is not launched
+    (:func:`not_launched`) and no run a move left still stops (``moved_from`` null). Its
+    wait counts toward neither its ``time_limit`` nor its GPU-hours: its run's clock
+    starts at its launch (which moves ``last_start`` to then), and a stop before that
+    charges it nothing. A run a move left goes on while the new one waits: that wait
+    counts (the new run's stretch begins at the move)."""
+    return not_launched(job) and job.moved_from is None
+
+
+def run_time_at(job: Job, t: float) -> float:
+    """Seconds ``job``'s runs have run by ``t``, toward its ``time_limit``: those ended
+    (``run_time``) and the current one since its start, unless it waits for its launch
+    (:func:`waits_for_launch`). :func:`over_time` counts the same in SQL."""
+    ran = job.run_time
+    if job.state in HOLDING and job.last_start is not None and not waits_for_launch(job):
+        ran += max(0.0, t - job.last_start)
+    return ran
 
 
 def expired(session: Session, now: float | None = None) -> list[tuple[str, str]]:
@@ -62,13 +97,13 @@ def _seconds(span: float) -> str:
 
 def over_time(session: Session, now: float | None = None) -> list[tuple[str, str]]:
     """The unfinished jobs that have held GPUs for their ``time_limit`` (the runs ended so
-    far plus the current one) and that are not being cancelled yet, in submission order:
-    each job's id and the reason to cancel it with. A queued job whose runs already used
-    the whole limit (re-queued by a preemption just before it) is among them."""
+    far plus the current one since its launch: :func:`run_time_at`) and that are not being
+    cancelled yet, in submission order: each job's id and the reason to cancel it with. A
+    queued job whose runs already used the whole limit (re-queued by a preemption just
+    before it) is among them."""
     t = resolve_now(now)
-    current = case(
-        (Job.state.in_(HOLDING) & Job.last_start.is_not(None), t - Job.last_start), else_=0.0
-    )
+    running = Job.state.in_(HOLDING) & Job.last_start.is_not(None) & ~WAITS_FOR_LAUNCH
+    current = case((running, t - Job.last_start), else_=0.0)
     used = Job.run_time + current
     query = select(Job.id, Job.time_limit, used).where(  # ix_jobs_state_time_limit
         Job.state.in_([s.value for s in JobState if not s.terminal]),
@@ -122,10 +157,7 @@ def why(session: Session, job: Job, now: float | None = None) -> str:
         left = job.deadline_at - t
         reason += f"; cancelled at its deadline in {left:.0f}s" if left > 0 else "; deadline passed"
     if job.time_limit is not None and not JobState(job.state).terminal:
-        ran = job.run_time
-        if job.state in HOLDING and job.last_start is not None:
-            ran += max(0.0, t - job.last_start)
-        left = job.time_limit - ran
+        left = job.time_limit - run_time_at(job, t)
         reason += (
             f"; {format_duration(left)} left of its time limit of {format_duration(job.time_limit)}"
             if left > 0

@@ -29,23 +29,26 @@ from danlu.server.services import dependencies, pending_reasons, submission, web
 from danlu.server.services.bulk import EventBatch, flush_jobs
 from danlu.server.services.common import by_id, lock_row, resolve_now, state_values
 
-# re-exported: they lived here
+# re-exported: they lived here, and callers of the job bookkeeping find them here
 from danlu.server.services.job_reasons import CHECKPOINT_DIR_FAULT as CHECKPOINT_DIR_FAULT
 from danlu.server.services.job_reasons import LIMIT_STOPS as LIMIT_STOPS
 from danlu.server.services.job_reasons import NODE_FAULT as NODE_FAULT
+from danlu.server.services.job_reasons import NOT_LAUNCHED as NOT_LAUNCHED
 from danlu.server.services.job_reasons import UNLAUNCHED_CAUSES as UNLAUNCHED_CAUSES
+from danlu.server.services.job_reasons import WAITS_FOR_LAUNCH as WAITS_FOR_LAUNCH
 from danlu.server.services.job_reasons import cancellations as cancellations
 from danlu.server.services.job_reasons import end_reasons as end_reasons
 from danlu.server.services.job_reasons import expired as expired
+from danlu.server.services.job_reasons import not_launched as not_launched
 from danlu.server.services.job_reasons import over_time as over_time
+from danlu.server.services.job_reasons import run_time_at as run_time_at
+from danlu.server.services.job_reasons import waits_for_launch as waits_for_launch
 from danlu.server.services.job_reasons import why as why
 from danlu.server.services.projects import HOLDING
 from danlu.server.services.users import check_own_listing, revoke_job_tokens
 
 MAX_LIMIT = 1000
 RESTART_BACKOFF_SECONDS = 10.0
-NOT_LAUNCHED = Job.launched_attempt.is_not(None) & (Job.launched_attempt < Job.attempt)
-"""The SQL of :func:`not_launched`: the jobs whose current run the executor has not taken."""
 NODE_RETRY_CAP_SECONDS = 600.0
 """Longest wait before a job is launched again after launches the node failed."""
 ShareDict = dict[str, Any]
@@ -227,16 +230,6 @@ def flush_or_conflict(session: Session, job_id: str | None = None) -> None:
         raise ConflictError(f"{what} changed concurrently; retry") from None
 
 
-def not_launched(job: Job) -> bool:
-    """Whether the executor has not taken the launch of ``job``'s current run
-    (``launched_attempt`` below ``attempt``): it holds its GPUs but runs nothing yet (it waits
-    for GPUs another run still holds), so no energy is charged to it, and a stop before its
-    launch charges it no GPU-hours. Each new run of a job sets ``launched_attempt`` to 0 while
-    it was null (:func:`_new_attempt`), so a null one is a run recorded before the column
-    (migration 0032) whose launch is not known: counted as launched, as it was before."""
-    return job.launched_attempt is not None and job.launched_attempt < job.attempt
-
-
 def _new_attempt(job: Job) -> None:
     """Count a new run of ``job`` (a start or a move): ``attempt`` increments, and a null
     ``launched_attempt`` becomes 0, telling "not launched yet" from a run recorded before
@@ -279,10 +272,10 @@ def _release(job: Job, t: float) -> dict[str, Any] | None:
 
 
 def _charged_until(job: Job, t: float) -> float:
-    """When a move at ``t`` ends ``job``'s current stretch: ``t``, or its start for a run
-    the executor never launched (:func:`not_launched`: its wait for GPUs another run held
-    is no usage, as a stop before the launch charges none)."""
-    if not_launched(job) and job.last_start is not None:
+    """When a stop or move at ``t`` ends ``job``'s current stretch: ``t``, or its start for
+    a run waiting for its launch (:func:`waits_for_launch`: its wait for GPUs another run
+    held is no usage, as a stop before the launch charges none)."""
+    if waits_for_launch(job) and job.last_start is not None:
         return min(t, job.last_start)
     return t
 
@@ -613,8 +606,11 @@ def requeue_unlaunched(
     same cause."""
     t = resolve_now(now)
     reason = f"{cause}: {error}"
+    until = _charged_until(job, t)  # a run never launched: its wait charged nothing
     if job.state != JobState.RUNNING.value or job.cancel_requested_at is not None:
-        settle_exit(session, job, succeeded=False, exit_code=None, reason=reason, now=t)
+        settle_exit(
+            session, job, succeeded=False, exit_code=None, reason=reason, now=t, ran_until=until
+        )
         return
     revoke_job_tokens(session, job.id, t)  # the token of the run that never started
     earlier = session.scalar(
@@ -623,7 +619,7 @@ def requeue_unlaunched(
         .where(JobEvent.job_id == job.id, JobEvent.reason.startswith(cause, autoescape=True))
     )
     why = f"{reason} (no restart counted)"
-    change_state(session, job, JobState.RESTARTING, why, t, counted=False)
+    change_state(session, job, JobState.RESTARTING, why, t, counted=False, ran_until=until)
     delay = restart_backoff(int(earlier or 0) + 1, RESTART_BACKOFF_SECONDS, NODE_RETRY_CAP_SECONDS)
     job.next_attempt_at = t + delay
     change_state(session, job, JobState.PENDING, f"re-queued; retry after {delay:g}s", t)
@@ -635,8 +631,18 @@ def requeue_lost(session: Session, job: Job, lost: list[str], now: float | None 
     """Re-queue a RUNNING or PREEMPTING job whose GPUs left the inventory (with the node its
     run was on) as a preemption without a checkpoint: RUNNING -> PREEMPTING -> PENDING, or
     PREEMPTING -> PENDING, so it resumes from its last checkpoint and no restart is counted
-    against it; a job whose cancellation was requested is CANCELLED."""
+    against it; a job whose cancellation was requested is CANCELLED. A run waiting for its
+    launch (:func:`waits_for_launch`) ran nothing: it is charged no GPU time."""
+    t = resolve_now(now)
     reason = f"its GPUs left the inventory ({', '.join(lost)})"
+    until = _charged_until(job, t)
     settle_exit(
-        session, job, succeeded=False, exit_code=None, reason=reason, node_lost=True, now=now
+        session,
+        job,
+        succeeded=False,
+        exit_code=None,
+        reason=reason,
+        node_lost=True,
+        now=t,
+        ran_until=until,
     )

@@ -3,9 +3,11 @@ each project's recent usage, which the fair-share policy weighs.
 
 Each stretch of a job on its GPUs is a :class:`~danlu.server.db.models.JobRun` row once it
 ends (the job finished, was preempted or moved); the stretches still running are read off
-the jobs holding GPUs, except a run the executor has not launched yet
-(:func:`~danlu.server.services.jobs.not_launched`: it waits for GPUs another run still
-holds, and a stop before its launch charges it nothing; its launch starts its stretch).
+the jobs holding GPUs, except a run waiting for its launch
+(:func:`~danlu.server.services.jobs.waits_for_launch`: it waits for GPUs another run still
+holds, and a stop before its launch charges it nothing; its launch starts its stretch). A
+moved job's new run that waits for the run it left to stop counts from the move, as it is
+charged once launched.
 A stretch counts for the part of it inside the period, at the GPUs it held (thousandths of
 a GPU for a share) and the GPU memory; its energy, where the control plane meters its GPUs,
 from its :class:`~danlu.server.db.models.JobEnergy` row.
@@ -24,7 +26,7 @@ from danlu.core.cluster import MILLI_PER_GPU
 from danlu.sched.project_usage import add_stretch
 from danlu.server.db.models import Job, JobEnergy, JobRun, Project, User
 from danlu.server.services.common import resolve_now
-from danlu.server.services.jobs import NOT_LAUNCHED
+from danlu.server.services.jobs import WAITS_FOR_LAUNCH
 from danlu.server.services.projects import HOLDING
 
 
@@ -38,7 +40,8 @@ class UsageRow:
     """GPU-seconds (a GPU held for a second is 1; half a GPU, 0.5)."""
     gpu_memory_byte_seconds: float
     jobs: int
-    """Jobs with a stretch on GPUs in the period."""
+    """Jobs with GPU time in the period (a stretch on GPUs inside it; a run stopped before
+    its launch has none)."""
     energy: float | None = None
     """Joules the GPUs used (the metered stretches' energy, each counted for the part of
     its metered time inside the period); None when no stretch of theirs was metered."""
@@ -65,7 +68,10 @@ def usage(
             func.sum(seconds * JobRun.gpu_milli),
             func.sum(seconds * JobRun.gpu_memory),
         )
+        # an empty stretch (a run stopped at its start, before its launch) is no usage: its
+        # job is not counted among the period's
         .where(JobRun.ended_at > since, JobRun.started_at < end)
+        .where(JobRun.ended_at > JobRun.started_at)
         .group_by(JobRun.project_id, JobRun.user_id, JobRun.job_id)
     )
     if user_id is not None:
@@ -82,7 +88,7 @@ def usage(
     for project_id, uid, job_id, milli_seconds, byte_seconds in session.execute(query):
         add((project_id, uid), job_id, float(milli_seconds or 0), float(byte_seconds or 0))
     running = select(Job.id, Job.project_id, Job.user_id, Job.last_start, Job.allocation).where(
-        Job.state.in_(HOLDING), Job.last_start < end, ~NOT_LAUNCHED
+        Job.state.in_(HOLDING), Job.last_start < end, ~WAITS_FOR_LAUNCH
     )
     if user_id is not None:
         running = running.where(Job.user_id == user_id)
@@ -173,15 +179,15 @@ class RecentUsage:
     half_life: float
     finished: Mapping[str, float] = field(default_factory=dict)
     unlaunched: frozenset[str] = frozenset()
-    """The ids of the jobs holding GPUs whose current run the executor has not launched
+    """The ids of the jobs holding GPUs whose current run waits for its launch
     (:func:`unlaunched_jobs`): no stretch of theirs runs yet."""
 
 
 def unlaunched_jobs(session: Session) -> frozenset[str]:
-    """The ids of the jobs holding GPUs whose current run the executor has not launched
-    (:func:`~danlu.server.services.jobs.not_launched`): their wait for GPUs another run
+    """The ids of the jobs holding GPUs whose current run waits for its launch
+    (:func:`~danlu.server.services.jobs.waits_for_launch`): their wait for GPUs another run
     holds is no usage (a stop before the launch charges none)."""
-    query = select(Job.id).where(Job.state.in_(HOLDING), NOT_LAUNCHED)
+    query = select(Job.id).where(Job.state.in_(HOLDING), WAITS_FOR_LAUNCH)
     return frozenset(session.scalars(query))
 
 
@@ -283,7 +289,7 @@ def standing(session: Session, now: float, half_life: float) -> dict[str, Standi
     recent usage left out); ``half_life`` 0: no recent usage."""
     held: dict[str, float] = {}
     recent = finished_recent_usage(session, now, half_life) if half_life > 0 else {}
-    running = select(Project.name, Job.last_start, Job.allocation, NOT_LAUNCHED).join(
+    running = select(Project.name, Job.last_start, Job.allocation, WAITS_FOR_LAUNCH).join(
         Project, Project.id == Job.project_id
     )
     rows = session.execute(running.where(Job.state.in_(HOLDING)))

@@ -535,8 +535,8 @@ def _project_shares(
     recent: RecentUsage | None,
 ) -> dict[str, ProjectShare]:
     """The projects' weights (those not 1) and, with ``recent``, their recent usage: the
-    finished stretches' plus the running jobs' current ones (not a run that the executor has
-    not launched: :attr:`RecentUsage.unlaunched`)."""
+    finished stretches' plus the running jobs' current ones (not a run waiting for its
+    launch: :attr:`RecentUsage.unlaunched`)."""
     weights = {p.name: p.share for p in projects if p.share != 1.0}
     if recent is None:
         return shares_with_usage(weights, {})

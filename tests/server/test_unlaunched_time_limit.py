@@ -1,0 +1,179 @@
+"""A job's ``time_limit`` counts the time its runs ran, as ``danlu usage`` does: a run the
+executor has not launched yet (it waits for GPUs another job's run still holds) adds nothing
+to it until its launch, and a run stopped before its launch (its launch failed on the node,
+or its GPUs left the inventory first) adds nothing to ``run_time`` and writes no stretch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import user_and_nodes
+from test_unlaunchable import _ControllerDown
+
+from danlu.config import load_settings
+from danlu.core.cluster import Cluster
+from danlu.core.state import JobState
+from danlu.executors import (
+    ExecutorError,
+    FakeExecutor,
+    FakeWorld,
+    GpusBusyError,
+    Handle,
+    JobLaunch,
+    NodeLaunchError,
+)
+from danlu.sched.registry import make_policy
+from danlu.server.db import Database, JobRun
+from danlu.server.reconcile import Reconciler
+from danlu.server.services import jobs, usage
+
+NOW = 1_000_000.0
+INVENTORY = Cluster.homogeneous(1, 1, "H100")
+BODY = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
+
+
+def _submit(db: Database, *bodies: dict[str, object]) -> list[str]:
+    """Alice's jobs of ``BODY`` with ``bodies`` added, submitted at ``NOW``."""
+    with db.session() as s:
+        alice = user_and_nodes(s, INVENTORY.nodes, NOW)
+        return [jobs.submit(s, {"name": "j", **BODY, **b}, alice, now=NOW).id for b in bodies]
+
+
+@pytest.fixture
+def limited(db: Database, tmp_path: Path) -> Iterator[tuple[Reconciler, _ControllerDown, str]]:
+    """A job with a 5-minute ``time_limit`` started at ``NOW`` whose launch the executor
+    refuses (its GPU busy with another job's run) until told otherwise (``executor.down``)."""
+    [job_id] = _submit(db, {"time_limit": "5m"})
+    world = FakeWorld()
+    world.script(job_id, duration=10_000)
+    executor = _ControllerDown(INVENTORY, world, down=1000, error=GpusBusyError("GPU 0 busy"))
+    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
+    assert loop.run_once(now=NOW).launched == []
+    try:
+        yield loop, executor, job_id
+    finally:
+        loop.stop()
+
+
+def test_the_wait_for_a_launch_counts_nothing_toward_the_time_limit(
+    db: Database, limited: tuple[Reconciler, _ControllerDown, str]
+) -> None:
+    """Waiting 10 minutes for its launch, a job with a 5-minute limit is not cancelled
+    "time limit reached" before it ran a second; its clock starts at its launch."""
+    loop, executor, job_id = limited
+    for t in (300.0, 600.0):
+        report = loop.run_once(now=NOW + t)
+        assert report.timed_out == [] and report.launched == []
+    with db.read_session() as s:
+        job = jobs.get_job(s, job_id)
+        assert (job.state, job.cancel_requested_at) == ("RUNNING", None)
+        assert jobs.over_time(s, NOW + 600) == []
+        said = jobs.why(s, job, now=NOW + 600)
+        assert said.endswith("; 5m left of its time limit of 5m"), said
+    executor.down = 0
+    assert loop.run_once(now=NOW + 600).launched == [job_id]
+    with db.read_session() as s:
+        said = jobs.why(s, jobs.get_job(s, job_id), now=NOW + 660)
+        assert said.endswith("; 4m left of its time limit of 5m"), said
+    assert loop.run_once(now=NOW + 899).timed_out == []
+    assert loop.run_once(now=NOW + 900).timed_out == [job_id]  # 5 minutes after its launch
+
+
+def test_a_launched_run_still_counts_toward_the_time_limit(db: Database) -> None:
+    """The same job launched at its start: its run counts from then."""
+    [job_id] = _submit(db, {"time_limit": "5m"})
+    with db.session() as s:
+        job = jobs.get_job(s, job_id)
+        share = {"node": INVENTORY.nodes[0].name, "gpu": 0, "milli": 1000, "memory": 1}
+        jobs.change_state(s, job, JobState.RUNNING, "go", NOW, allocation=[share])
+        job.launched_attempt = job.attempt
+    with db.read_session() as s:
+        assert jobs.over_time(s, NOW + 299) == []
+        assert [job_id for job_id, _ in jobs.over_time(s, NOW + 300)] == [job_id]
+        said = jobs.why(s, jobs.get_job(s, job_id), now=NOW + 300)
+        assert said.endswith("; time limit reached"), said
+
+
+class _BusyThenBroken(FakeExecutor):
+    """Refuses the first ``busy`` launches (a GPU busy with another run), then fails each
+    launch on the node (its disk full)."""
+
+    def __init__(self, inventory: Cluster, world: FakeWorld, busy: int) -> None:
+        super().__init__(inventory, world)
+        self.busy = busy
+
+    def submit(self, job: JobLaunch) -> Handle:
+        if self.busy > 0:
+            self.busy -= 1
+            raise GpusBusyError("GPU 0 busy")
+        error: ExecutorError = NodeLaunchError("No space left on device")
+        raise error
+
+
+def test_a_launch_failing_on_its_node_after_a_wait_charges_no_run_time(
+    db: Database, tmp_path: Path
+) -> None:
+    """Its launch refused for 10 minutes (its GPU busy), then failed on the node: the job is
+    re-queued with nothing charged for a run that never ran (no ``run_time`` toward its
+    limit, no stretch, no GPU-hours)."""
+    [job_id] = _submit(db, {})
+    world = FakeWorld()
+    world.script(job_id, duration=10_000)
+    executor = _BusyThenBroken(INVENTORY, world, busy=2)
+    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
+    try:
+        assert loop.run_once(now=NOW).launched == []
+        assert loop.run_once(now=NOW + 300).launched == []
+        report = loop.run_once(now=NOW + 600)
+        assert job_id in report.settled, report
+    finally:
+        loop.stop()
+    with db.read_session() as s:
+        job = jobs.get_job(s, job_id)
+        assert (job.state, job.run_time, job.attained_service) == ("PENDING", 0.0, 0.0)
+        assert s.query(JobRun).filter_by(job_id=job_id).all() == []
+        assert usage.usage(s, NOW - 1, now=NOW + 700) == []
+
+
+def test_gpus_lost_before_the_launch_charge_no_run_time(db: Database) -> None:
+    """A run whose GPUs left the inventory before its launch ran nothing: re-queued with
+    no ``run_time`` and no stretch; a launched one is charged up to then."""
+    waiting, ran = _submit(db, {"time_limit": "5m"}, {})
+    with db.session() as s:
+        share = {"node": INVENTORY.nodes[0].name, "gpu": 0, "milli": 1000, "memory": 1}
+        for job_id in (waiting, ran):
+            job = jobs.get_job(s, job_id)
+            jobs.change_state(s, job, JobState.RUNNING, "go", NOW, allocation=[share])
+        jobs.get_job(s, ran).launched_attempt = 1
+    with db.session() as s:
+        for job_id in (waiting, ran):
+            jobs.requeue_lost(s, jobs.get_job(s, job_id), ["node-0:0"], NOW + 600)
+    with db.read_session() as s:
+        lost = jobs.get_job(s, waiting)
+        assert (lost.state, lost.run_time, lost.preemptions) == ("PENDING", 0.0, 0)
+        assert s.query(JobRun).filter_by(job_id=waiting).all() == []
+        assert jobs.get_job(s, ran).run_time == 600.0
+        [row] = usage.usage(s, NOW - 1, now=NOW + 700)
+        assert (row.gpu_seconds, row.jobs) == (600.0, 1)
+
+
+def test_a_job_whose_only_stretch_is_empty_counts_in_no_usage(db: Database) -> None:
+    """An empty stretch (its start its end: a run stopped before its launch, as stored by a
+    version that wrote one for it) is no usage: its job is not among the ``jobs`` of the
+    period, and a user with nothing else gets no row; a job with GPU time counts once."""
+    never, ran = _submit(db, {}, {})
+    with db.session() as s:
+        job = jobs.get_job(s, never)
+        for job_id, start, end in (
+            (never, NOW + 50, NOW + 50),
+            (ran, NOW, NOW + 100),
+            (never, NOW + 150, NOW + 150),
+        ):
+            run = {"job_id": job_id, "project_id": job.project_id, "user_id": job.user_id}
+            s.add(JobRun(**run, started_at=start, ended_at=end, gpu_milli=1000, gpu_memory=1))
+    with db.read_session() as s:
+        [row] = usage.usage(s, NOW - 1, now=NOW + 200)
+        assert (row.gpu_seconds, row.jobs) == (100.0, 1)
+        assert usage.usage(s, NOW + 120, NOW + 200, now=NOW + 200) == []
