@@ -177,3 +177,66 @@ def test_a_job_whose_only_stretch_is_empty_counts_in_no_usage(db: Database) -> N
         [row] = usage.usage(s, NOW - 1, now=NOW + 200)
         assert (row.gpu_seconds, row.jobs) == (100.0, 1)
         assert usage.usage(s, NOW + 120, NOW + 200, now=NOW + 200) == []
+
+
+class _BusyThenRefused(_BusyThenBroken):
+    """Refuses the first ``busy`` launches (a GPU busy), then fails each launch for a fault
+    of the job's own (not the node's): the job fails."""
+
+    def submit(self, job: JobLaunch) -> Handle:
+        if self.busy > 0:
+            self.busy -= 1
+            raise GpusBusyError("GPU 0 busy")
+        raise ExecutorError("the job's command cannot be started")
+
+
+def test_a_launch_failing_for_the_job_after_a_wait_charges_no_run_time(
+    db: Database, tmp_path: Path
+) -> None:
+    """Its launch refused for 10 minutes (its GPU busy), then failed for the job's own
+    fault: the run fails (the job is re-queued as its restart policy says) with nothing
+    charged for it."""
+    [job_id] = _submit(db, {})
+    world = FakeWorld()
+    world.script(job_id, duration=10_000)
+    executor = _BusyThenRefused(INVENTORY, world, busy=2)
+    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
+    try:
+        assert loop.run_once(now=NOW).launched == []
+        assert loop.run_once(now=NOW + 300).launched == []
+        report = loop.run_once(now=NOW + 600)
+        assert job_id in report.settled, report
+    finally:
+        loop.stop()
+    with db.read_session() as s:
+        job = jobs.get_job(s, job_id)
+        assert (job.state, job.run_time, job.restarts) == ("PENDING", 0.0, 1)
+        assert s.query(JobRun).filter_by(job_id=job_id).all() == []
+        assert usage.usage(s, NOW - 1, now=NOW + 700) == []
+
+
+def test_a_spec_no_launch_can_be_made_of_after_a_wait_charges_no_run_time(
+    db: Database, tmp_path: Path
+) -> None:
+    """A stored spec the executor refuses (an older version accepted it), found only once
+    its GPU came free after a 10-minute wait: failed, charged nothing."""
+    [job_id] = _submit(db, {})
+    world = FakeWorld()
+    world.script(job_id, duration=10_000)
+    executor = _ControllerDown(INVENTORY, world, down=2, error=GpusBusyError("GPU 0 busy"))
+    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
+    try:
+        assert loop.run_once(now=NOW).launched == []
+        assert loop.run_once(now=NOW + 300).launched == []
+        with db.session() as s:  # as stored by a version that let any env name through
+            job = jobs.get_job(s, job_id)
+            job.spec = {**job.spec, "env": {"": "x"}}
+        report = loop.run_once(now=NOW + 600)
+        assert job_id in report.settled, report
+    finally:
+        loop.stop()
+    with db.read_session() as s:
+        job = jobs.get_job(s, job_id)
+        assert (job.state, job.run_time) == ("FAILED", 0.0)
+        assert s.query(JobRun).filter_by(job_id=job_id).all() == []
+        assert usage.usage(s, NOW - 1, now=NOW + 700) == []

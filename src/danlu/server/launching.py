@@ -255,7 +255,7 @@ class LaunchStep:
                 outcome=Outcome.FAILED,
                 message=f"launch failed: {exc}",
             )
-            self._settle(job_id, attempt, failed, t, report)
+            self._settle(job_id, attempt, failed, t, report, ran=False)  # never ran
         return set()
 
     def _record_launches(
@@ -394,7 +394,10 @@ class LaunchStep:
                     return
                 if not locks.holds(session, Job, job_id, self.token):
                     return
-                jobs.change_state(session, job, JobState.FAILED, f"cannot be launched: {error}", t)
+                # a run never launched: its wait for GPUs another run held is charged nothing
+                until = job.last_start if jobs.waits_for_launch(job) else None
+                reason = f"cannot be launched: {error}"
+                jobs.change_state(session, job, JobState.FAILED, reason, t, ran_until=until)
             report.settled.append(job_id)
         except DanluError as exc:
             report.errors.append(f"launch {job_id}: {exc}")

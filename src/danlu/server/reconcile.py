@@ -610,9 +610,9 @@ class Reconciler(LaunchStep):
         (the job resumes then, with no restart counted); ``moved``: ``status`` is the exit
         of the run a move left, judged in place of the new run's (never launched);
         ``ran=False``: the executor knows no run of the job (a stop before its launch): no
-        GPU-hours are charged when the job's row tells that run never launched
-        (:func:`~danlu.server.services.jobs.not_launched`: its wait for GPUs another run
-        held is none). A run
+        GPU-hours are charged when the job's row tells that run never launched and no run
+        a move left ran meanwhile (:func:`~danlu.server.services.jobs.waits_for_launch`:
+        its wait for GPUs another run held is none). A run
         that exited 75 on its own (a SIGTERM from outside danlu) resumes as a preempted one
         does, unless the job made no progress since its previous such exit: then it counts
         as a failure (:func:`~danlu.server.failures.judge_unasked_exit_75`). One that failed
@@ -631,7 +631,7 @@ class Reconciler(LaunchStep):
                 job = self._held(session, job_id, attempt)
                 if job is None:
                     return
-                never = not ran and jobs.not_launched(job)
+                never = not ran and jobs.waits_for_launch(job)
                 until = job.last_start if never else ran_until(status, job.last_start, t)
                 if unasked_75(status, job):
                     ran_for = (t if until is None else until) - (job.last_start or t)
