@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import live_server
 
 from danlu.config import load_settings
 from danlu.core.errors import ConfigError
@@ -69,3 +70,26 @@ def test_a_home_others_cannot_reach_is_refused(tmp_path: Path, umask_kept: None)
     (private / "home").mkdir()
     with pytest.raises(ConfigError, match=f"cannot enter {private}.*chmod o\\+x"):
         close_home(private / "home")
+
+
+def test_an_os_user_no_job_could_run_as_is_refused_as_it_is_set(tmp_path: Path) -> None:
+    """With ``DANLU_RUN_AS=user``, ``POST /users`` and ``PUT /users/NAME`` refuse an
+    ``os_user`` that is root's or that this host lacks (a 422 naming ``os_user``, the
+    user unchanged), rather than every job of that user's being refused later at
+    submission; without it (jobs run as the control plane's user) any name is kept."""
+    with live_server(tmp_path, start_loops=False) as live, live.client() as c:
+        assert live.prepared is not None
+        state = live.prepared.app.state.danlu
+        assert c.post("/users", json={"name": "bob", "os_user": "root"}).status_code == 201
+        state.settings = state.settings.model_copy(update={"run_as": "user"})
+        for account in ("root", "dl-no-such-account"):
+            made = c.post("/users", json={"name": "carol", "os_user": account})
+            assert made.status_code == 422, made.text
+            assert made.json()["error"]["field"] == "os_user"
+            changed = c.put("/users/bob", json={"os_user": account})
+            assert changed.status_code == 422, changed.text
+            assert changed.json()["error"]["field"] == "os_user"
+        assert "root's (uid 0)" in c.put("/users/bob", json={"os_user": "root"}).text
+        assert [u["name"] for u in c.get("/users").json()] == ["admin", "bob"]
+        assert c.put("/users/bob", json={"os_user": None}).status_code == 200  # checked at submit
+        assert c.put("/users/bob", json={"quota_gpus": 2}).status_code == 200  # os_user not given

@@ -22,7 +22,7 @@ import stat
 from pathlib import Path
 
 from danlu.config import Settings
-from danlu.core.errors import ConfigError
+from danlu.core.errors import ConfigError, SpecError
 from danlu.executors.accounts import Account, os_account
 from danlu.executors.errors import InvalidLaunchError
 from danlu.server.errors import AdmissionError
@@ -61,6 +61,20 @@ def check_account(settings: Settings, account: str) -> None:
         os_account(account)
     except InvalidLaunchError as exc:
         raise AdmissionError("user", exc.message) from None
+
+
+def check_os_user(settings: Settings, os_user: str | None) -> None:
+    """Raise :class:`SpecError` (field ``os_user``) when an admin names as a user's
+    ``os_user`` an account no job could run as (``DANLU_RUN_AS=user``: one this host lacks,
+    root's, or root's equal): said as it is set, not first at that user's next submission
+    (:func:`check_account`). None (the account named like the user) is checked at
+    submission only: a user need not run jobs."""
+    if settings.run_as != "user" or os_user is None:
+        return
+    try:
+        os_account(os_user)
+    except InvalidLaunchError as exc:
+        raise SpecError("os_user", exc.message) from None
 
 
 def close_home(home: Path) -> None:

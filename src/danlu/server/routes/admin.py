@@ -43,6 +43,7 @@ from danlu.server.routes.schemas import (
     token_out,
     user_out,
 )
+from danlu.server.run_as import check_os_user
 from danlu.server.services import cluster, members, nodes, projects, usage, users
 
 router = APIRouter(dependencies=[Depends(single_valued)])
@@ -246,6 +247,7 @@ def list_users(user: Caller, state: State) -> list[dict[str, Any]]:
 def create_user(body: UserIn, user: Caller, state: State) -> dict[str, Any]:
     """Create a user (admin)."""
     require_admin(user)
+    check_os_user(state.settings, body.os_user)
     with state.db.session() as session:
         return user_out(users.create_user(session, body.name, body.role, os_user=body.os_user))
 
@@ -255,6 +257,8 @@ def update_user(name: str, body: UserPatch, user: Caller, state: State) -> dict[
     """Change a user's ``os_user`` or GPU quota (admin); a field left out stays as it is."""
     require_admin(user)
     checked_name(name, "user", "name")
+    if "os_user" in body.model_fields_set:
+        check_os_user(state.settings, body.os_user)
     with state.db.session() as session:
         changed = users.get_user(session, name)
         if "os_user" in body.model_fields_set:
