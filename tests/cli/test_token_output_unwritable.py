@@ -1,7 +1,7 @@
 """``danlu user token NAME > /dev/full``: the token, written with no check, was a traceback
 (an OSError out of the write) and exit 1; now it ends as every command's unwritable output
-does, ``error: cannot write the output: ...`` and exit 2 (the token, shown once, is lost
-either way: revoke it)."""
+does, ``error: cannot write the output: ...`` and exit 2, saying which token to revoke (the
+token, shown once, is lost either way)."""
 
 from __future__ import annotations
 
@@ -44,4 +44,7 @@ def test_a_token_into_a_full_disk_is_an_error_line(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(jobs_cli, "client_factory", factory)
     code, _, err = invoke(app, "user", "token", "bob")
     assert code == 2
-    assert err == "error: cannot write the output: No space left on device\n"
+    assert err == (
+        "error: cannot write the output: No space left on device; a token for bob was issued "
+        "all the same, and not shown: revoke it (danlu user revoke bob ab12)\n"
+    )

@@ -28,10 +28,11 @@ from danlu.cli.options import (
     float_option,
     int_option,
 )
+from danlu.cli.output import stdout_written
 from danlu.cli.reply_fields import PROJECT, TOKEN, USER, Record
 from danlu.core.errors import SpecError
 from danlu.core.units import format_bytes, parse_bytes
-from danlu.core.values import plain_float
+from danlu.core.values import plain_float, visible
 
 NameArg = Annotated[
     str, typer.Argument(help="The user's name (its OS account's too, with DANLU_RUN_AS=user).")
@@ -191,7 +192,15 @@ def user_token(
     stdout: it is shown once. The user passes it as --token or DANLU_TOKEN."""
     issued = common.ask(home, url, token, lambda c: c.create_token(name, label))
     check_issued(issued, name)
-    common.print_plain(issued)
+    # a token is dl_PREFIX_SECRET: its prefix (public, as `danlu user tokens` lists it)
+    parts = issued.split("_")
+    prefix = parts[1] if len(parts) >= 3 and parts[0] == "dl" and parts[1] else "PREFIX"
+    user = visible(name)
+    with stdout_written(
+        f"a token for {user} was issued all the same, and not shown: revoke it (danlu user "
+        f"revoke {user} {prefix})"
+    ):
+        common.print_plain(issued)
 
 
 def check_issued(issued: str, user: str) -> None:

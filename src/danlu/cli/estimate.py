@@ -18,6 +18,15 @@ from danlu.core.spec import MAX_BATCH
 from danlu.core.units import format_bytes, parse_bytes
 from danlu.core.values import range_message
 
+DEFAULT_FIT_POINTS = "1,2,4"
+"""``--fit-points`` when not given."""
+LONE_SAMPLE_FIT_POINTS = "2,4,8"
+"""The fit points traced in place of the default's when the model cannot train on a batch of
+one sample (batch normalisation in training): the default's next points."""
+LONE_SAMPLE_REFUSAL = "cannot train on a batch of 1 sample"
+"""What the tracer's :class:`SpecError` on ``--batch-size`` says of a model that cannot
+train on a batch of one sample."""
+
 
 def _batch_size(value: int, flag: str) -> int:
     """``value`` when it is a batch size the tracer takes (``1..MAX_BATCH``, a job spec's
@@ -53,7 +62,7 @@ def run_estimate(
     max_batch: bool,
     gpu_memory: str | None,
     margin: str,
-    fit_points: str,
+    fit_points: str | None,
     gpu_table: str | None,
     target: str,
     as_json: bool,
@@ -66,7 +75,10 @@ def run_estimate(
     size; one above the GPU's capacity is capped there, with a note: it is a share of one
     GPU), else the GPU's capacity;
     the output says which (``limit_bytes``, ``limit_source``). M(b) is fitted from every
-    traced batch size: ``--fit-points`` and ``--batch-size``."""
+    traced batch size: ``--fit-points`` and ``--batch-size``. ``fit_points`` None is the
+    default (:data:`DEFAULT_FIT_POINTS`); a model that cannot train on a batch of one sample
+    is then traced at :data:`LONE_SAMPLE_FIT_POINTS` instead, with a note on stderr (given
+    points, or ``--batch-size 1``, keep the error)."""
     from dataclasses import replace
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -75,6 +87,7 @@ def run_estimate(
     from danlu.estimate.memory import (
         ExtrapolationError,
         FittedMemoryModel,
+        StepTrace,
         TraceRequest,
         get_gpu,
         load_gpu_table,
@@ -87,7 +100,7 @@ def run_estimate(
     gpu = get_gpu(gpu_name, load_gpu_table(gpu_table))
     sweep_sizes = _ints(sweep, "--sweep") if sweep is not None else []
     need_fit = bool(sweep_sizes) or max_batch
-    points = _ints(fit_points, "--fit-points") if need_fit else []
+    points = _ints(fit_points or DEFAULT_FIT_POINTS, "--fit-points") if need_fit else []
     if batch_size is None and not need_fit:
         raise SpecError(
             "--batch-size",
@@ -120,32 +133,55 @@ def run_estimate(
             "a share such as 5%",
         )
     sizes = sorted(set(points) | ({batch_size} if batch_size else set()))
-    req = TraceRequest(
-        model_ref,
-        tuple(sizes),
-        precision=precision,  # type: ignore[arg-type]
-        optimizer=optimizer,
-        checkpointing=checkpointing,
-        accumulation=accumulation,
-        target=target,  # type: ignore[arg-type]
-        data_parallel=data_parallel,
-    )
+
+    def traced(sizes: list[int]) -> list[StepTrace]:
+        """The traces of ``sizes``, with a progress bar on a terminal."""
+        req = TraceRequest(
+            model_ref,
+            tuple(sizes),
+            precision=precision,  # type: ignore[arg-type]
+            optimizer=optimizer,
+            checkpointing=checkpointing,
+            accumulation=accumulation,
+            target=target,  # type: ignore[arg-type]
+            data_parallel=data_parallel,
+        )
+        with Progress(
+            TextColumn("tracing {task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total} batch sizes"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            disable=not err.is_terminal,
+        ) as bar:
+            task = bar.add_task(as_text(model_ref), total=len(sizes))
+
+            def progress(done: int, total: int, b: int) -> None:
+                bar.update(task, completed=done, description=as_text(f"{model_ref} (b={b})"))
+
+            return trace(req, progress)
+
     t0 = time.perf_counter()
-    with Progress(
-        TextColumn("tracing {task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} batch sizes"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
-    ) as bar:
-        task = bar.add_task(as_text(model_ref), total=len(sizes))
-
-        def progress(done: int, total: int, b: int) -> None:
-            bar.update(task, completed=done, description=as_text(f"{model_ref} (b={b})"))
-
-        traces = trace(req, progress)
+    try:
+        traces = traced(sizes)
+    except SpecError as exc:
+        # the default points start at one sample, which a model with batch normalisation
+        # cannot train on: the user, who chose no points, is told and served from 2 on
+        lone_sample = exc.field == "--batch-size" and LONE_SAMPLE_REFUSAL in exc.message
+        if not (lone_sample and need_fit and fit_points is None and batch_size != 1):
+            raise
+        points = _ints(LONE_SAMPLE_FIT_POINTS, "--fit-points")
+        sizes = sorted(set(points) | ({batch_size} if batch_size else set()))
+        with stderr_written():  # 2>/dev/full: the estimate goes on without its note
+            err.print(
+                f"note: {as_text(model_ref)} cannot train on a batch of 1 sample (batch "
+                f"normalisation): M(b) fitted from --fit-points {LONE_SAMPLE_FIT_POINTS} in "
+                f"place of the default {DEFAULT_FIT_POINTS}",
+                highlight=False,
+                soft_wrap=True,
+            )
+        traces = traced(sizes)
     estimates = {t.batch_size: replay(t, judged) for t in traces}
     traced_s = time.perf_counter() - t0
     main = estimates[batch_size] if batch_size else estimates[max(estimates)]
@@ -399,8 +435,13 @@ def register(app: typer.Typer) -> None:
             typer.Option(help="safety margin for --max-batch: a size (2GiB) or a share (5%)"),
         ] = "5%",
         fit_points: Annotated[
-            str, typer.Option(help="batch sizes traced to fit M(b) (with --batch-size)")
-        ] = "1,2,4",
+            str,
+            typer.Option(
+                help="batch sizes traced to fit M(b) (with --batch-size); the default is "
+                f"{LONE_SAMPLE_FIT_POINTS} for a model that cannot train on one sample "
+                "(batch normalisation)"
+            ),
+        ] = DEFAULT_FIT_POINTS,
         gpu_table: Annotated[
             str | None, typer.Option(help="JSON file recalibrating the GPU table")
         ] = None,
@@ -422,7 +463,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Predict the peak GPU memory of one training step (and M(b), the largest batch)."""
         try:
-            check_enabled(given_options(ctx), sweep=sweep, max_batch=max_batch)
+            given = given_options(ctx)
+            check_enabled(given, sweep=sweep, max_batch=max_batch)
             refuse_empty_flags(gpu_memory, gpu_table)
             run_estimate(
                 model_ref,
@@ -436,7 +478,7 @@ def register(app: typer.Typer) -> None:
                 max_batch=max_batch,
                 gpu_memory=gpu_memory,
                 margin=margin,
-                fit_points=fit_points,
+                fit_points=fit_points if "fit_points" in given else None,
                 gpu_table=gpu_table,
                 target=target,
                 as_json=as_json,

@@ -26,7 +26,7 @@ from rich.live import Live
 from danlu.cli import job_views, waiting
 from danlu.cli import top as top_view
 from danlu.cli import usage as usage_cli
-from danlu.cli.markup import as_text, note_lines
+from danlu.cli.markup import OutputUnwritable, as_text, note_lines
 from danlu.cli.markup import console as cli_console
 from danlu.cli.options import (
     HomeOpt,
@@ -43,7 +43,7 @@ from danlu.cli.options import (
 from danlu.cli.options import (
     fail as fail,  # re-exported: the commands' modules call common.fail
 )
-from danlu.cli.output import PIPE_CLOSED, quiet_stdout, write_bytes
+from danlu.cli.output import PIPE_CLOSED, quiet_stdout, stdout_written, write_bytes
 from danlu.cli.spec_build import JOB_SPEC_FIX, build_spec
 from danlu.cli.spec_build import (  # re-exported: their import path before the module split
     set_path as set_path,
@@ -62,6 +62,7 @@ from danlu.core.errors import DanluError
 from danlu.core.job_array import array_sweep, parse_array
 from danlu.core.state import JobState
 from danlu.core.sweep import parse_sweep
+from danlu.core.values import visible
 
 console = cli_console()
 err = cli_console(stderr=True)
@@ -132,7 +133,9 @@ def print_json(value: Any) -> None:
 
 def print_plain(text: str) -> None:
     """``text`` and a line break on stdout, unstyled (for scripts); output that cannot be
-    written (a full disk) is an error line, exit 2, not a traceback."""
+    written (a full disk) is an :class:`OutputUnwritable`, which ends the command with an
+    error line and exit 2 (:class:`~danlu.cli.main.DanluGroup`, or the command's own
+    handling: :func:`~danlu.cli.output.stdout_written`), not a traceback."""
     try:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
@@ -140,7 +143,7 @@ def print_plain(text: str) -> None:
         raise
     except OSError as exc:
         quiet_stdout()
-        raise fail(f"cannot write the output: {exc.strerror or exc}") from None
+        raise OutputUnwritable(exc.errno, exc.strerror or str(exc)) from None
 
 
 # -- submit ------------------------------------------------------------------------------------
@@ -240,6 +243,7 @@ def _new_job(
     """Make a job with ``make`` (a submission, a rerun, or a job array's sweep), print it
     (``shown``, default :func:`_submitted`), and with ``wait_end`` wait for its end (an
     array's: every task's) and exit as ``danlu wait`` does."""
+    kind, cancel = ("array", "sweep cancel") if shown is _array_submitted else ("job", "cancel")
     with connect(home, url, token) as client:
         try:
             made = make(client)
@@ -248,7 +252,13 @@ def _new_job(
         except KeyboardInterrupt:
             raise typer.Exit(code=waiting.INTERRUPTED) from None
         if not (json_out and wait_end):
-            (shown or _submitted)(made, json_out)
+            made_id = visible(str(made["id"]))
+            look = "sweep show" if shown is _array_submitted else "show"
+            # an error alone read as a refusal: a script sent it again, a second job
+            with stdout_written(
+                f"{kind} {made_id} was submitted all the same (danlu {look} {made_id})"
+            ):
+                (shown or _submitted)(made, json_out)
         if not wait_end:
             return
         try:
@@ -261,9 +271,6 @@ def _new_job(
             # the waiting stops, not what was made: say which it is (with --json nothing
             # was printed yet)
             ident = as_text(made["id"])  # the server's id: text, never Rich markup
-            kind, cancel = (
-                ("array", "sweep cancel") if shown is _array_submitted else ("job", "cancel")
-            )
             err.print(
                 f"interrupted: {kind} {ident} goes on (danlu wait {ident}; danlu {cancel} {ident})",
                 highlight=False,

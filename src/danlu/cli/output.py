@@ -65,13 +65,17 @@ def stderr_written() -> Iterator[None]:
 
 
 @contextmanager
-def stdout_written() -> Iterator[None]:
+def stdout_written(done: str = "") -> Iterator[None]:
     """Output written to stdout inside (a local command's tables and JSON: ``danlu sim``,
     ``danlu estimate``), whose failure ends the command as the other commands' does, not
     with a traceback: its reader gone (``danlu sim run | head -1``) exits with
     :data:`PIPE_CLOSED`; another :class:`OSError` (``> /dev/full``, a full disk) prints
     ``error: cannot write the output: ...`` on stderr and exits with code 2. Wrap only
-    writes: every OSError raised inside is taken for one."""
+    writes: every OSError raised inside is taken for one.
+
+    ``done``: what the command did all the same, added to that error (plain text a terminal
+    may print): the output of a request that made something (``job 3f2a... was submitted all
+    the same``), whose exit 2 alone read as a refusal, and a script sent it again."""
     try:
         yield
     except BrokenPipeError:
@@ -79,6 +83,7 @@ def stdout_written() -> Iterator[None]:
         raise typer.Exit(code=PIPE_CLOSED) from None
     except OSError as exc:
         quiet_stdout()
+        told = f"; {done}" if done else ""
         with stderr_written():
-            typer.echo(f"error: cannot write the output: {exc.strerror or exc}", err=True)
+            typer.echo(f"error: cannot write the output: {exc.strerror or exc}{told}", err=True)
         raise typer.Exit(code=2) from None

@@ -28,9 +28,11 @@ from danlu.cli.options import (
     load_spec_file,
     path_of,
 )
+from danlu.cli.output import stdout_written
 from danlu.cli.reply_fields import SWEEP
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.sweep import parse_sweep
+from danlu.core.values import visible
 
 sweep_app = typer.Typer(
     rich_markup_mode="markdown",  # as the main app (danlu.cli.main)
@@ -63,7 +65,9 @@ def sweep_submit(
     except DanluError as exc:
         raise common.fail(f"{spec}: {exc}") from None
     out = common.ask(home, url, token, lambda c: c.submit_sweep(data))
-    show_data(out, json_out, lambda sweep: _with_notes(_line(sweep), sweep))
+    made = visible(str(out.get("id")))
+    with stdout_written(f"sweep {made} was submitted all the same (danlu sweep show {made})"):
+        show_data(out, json_out, lambda sweep: _with_notes(_line(sweep), sweep))
 
 
 @sweep_app.command("ls")

@@ -24,8 +24,10 @@ from danlu.cli.options import (
     job_states,
     refuse_empty,
 )
+from danlu.cli.output import stdout_written
 from danlu.cli.reply_fields import DELIVERY, WEBHOOK
 from danlu.core.errors import SpecError
+from danlu.core.values import visible
 
 webhook_app = typer.Typer(
     rich_markup_mode="markdown",  # as the main app (danlu.cli.main)
@@ -69,17 +71,22 @@ def webhook_add(
         token,
         lambda c: c.create_webhook(endpoint, states=wanted, project=project, user=user),
     )
-    show_data(
-        hook,
-        json_out,
-        lambda h: (
-            f"webhook {as_text(h.get('id'))} -> {as_text(h.get('url'))} on "
-            f"{as_text(', '.join(h.get('states') or []))}\n"
-            "secret (shown once; X-Danlu-Signature is sha256=HMAC of the body): "
-            f"{as_text(h.get('secret'))}"
-        ),
-        WEBHOOK,
-    )
+    made = visible(str(hook.get("id")))
+    with stdout_written(
+        f"webhook {made} was added all the same, its secret not shown: remove it (danlu "
+        f"webhook rm {made}) and add it again"
+    ):
+        show_data(
+            hook,
+            json_out,
+            lambda h: (
+                f"webhook {as_text(h.get('id'))} -> {as_text(h.get('url'))} on "
+                f"{as_text(', '.join(h.get('states') or []))}\n"
+                "secret (shown once; X-Danlu-Signature is sha256=HMAC of the body): "
+                f"{as_text(h.get('secret'))}"
+            ),
+            WEBHOOK,
+        )
 
 
 @webhook_app.command("ls")
