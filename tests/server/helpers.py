@@ -117,12 +117,14 @@ class Live:
     home: Path
     prepared: Prepared | None = None
 
-    def client(self, token: str | None = None) -> httpx.Client:
-        """An HTTP client on ``/api/v1`` with ``token`` (default: admin)."""
+    def client(self, token: str | None = None, timeout: float = 30.0) -> httpx.Client:
+        """An HTTP client on ``/api/v1`` with ``token`` (default: admin); ``timeout``: longer
+        for a request that starts a model trace (a worker importing torch, slow on a loaded
+        machine)."""
         return httpx.Client(
             base_url=f"{self.url}/api/v1",
             headers={"Authorization": f"Bearer {token or self.token}"},
-            timeout=30.0,
+            timeout=timeout,
         )
 
     @property

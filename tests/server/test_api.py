@@ -363,7 +363,7 @@ def test_a_token_s_last_use_is_stored(live: Live) -> None:
 def test_an_elastic_job_with_a_model_gets_a_micro_batch_limit_at_submission(live: Live) -> None:
     hints = {"global_batch_size": 64, "max_batch_size": 4096}
     model = {**hints, "model": "danlu.estimate.zoo:resnet_tiny"}
-    with live.client() as c:
+    with live.client(timeout=300) as c:  # the submission traces the model
         job = submit(c, spec("m", "print(1)", resources={"gpus": "1..2"}, training=model))
         # traced for the fake 80 GiB GPUs: far more than 4096 samples fit; the fit is trusted
         # up to 32 x its largest traced batch (32)
@@ -384,7 +384,7 @@ def test_an_elastic_job_with_a_model_gets_a_micro_batch_limit_at_submission(live
 
 def test_an_auto_family_is_inferred_at_submission_and_stored(live: Live) -> None:
     model = "danlu.estimate.zoo:resnet_tiny"
-    with live.client() as c:
+    with live.client(timeout=300) as c:  # the submission traces the model
         job = submit(
             c,
             spec(
