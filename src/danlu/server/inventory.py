@@ -29,6 +29,7 @@ from danlu.executors import Executor, ExecutorError, ExecutorUnavailableError
 from danlu.server.db import Database
 from danlu.server.db.models import Node as NodeRow
 from danlu.server.failures import REPEAT_LOG_SECONDS, RepeatedFailure
+from danlu.server.loops import clock_due
 from danlu.server.metrics import ServerMetrics
 from danlu.server.services import nodes
 from danlu.server.services.cluster import replace_inventory
@@ -96,14 +97,15 @@ class InventoryRefresh:
 
     def due(self, t: float) -> bool:
         """Whether a reading is due at ``t`` (the first call only starts the clock: the
-        app recorded the inventory at start-up)."""
+        app recorded the inventory at start-up); at once when the clock was set back more
+        than ``every`` seconds before the last reading (:func:`clock_due`)."""
         if self.every <= 0:
             return False
         if self._read_at is None:
             self._read_at = t
             self._recorded = self.executor.inventory()
             return False
-        return t - self._read_at >= self.every
+        return clock_due(self._read_at + self.every, t, self.every)
 
     def run(self, t: float) -> InventoryChange | None:
         """Read the nodes again when due; record them when they changed. Returns the
@@ -156,10 +158,10 @@ class InventoryRefresh:
         says what to check, is enough, and changes every time: "not answered for 25 s"), so
         one line without traceback, then one counting the failures at most every
         :data:`~danlu.server.failures.REPEAT_LOG_SECONDS` while it lasts, not one per
-        reading."""
+        reading (and at once when the clock was set back: :func:`clock_due`)."""
         failed, unlogged, logged_at = self._outage or (0, 0, t - REPEAT_LOG_SECONDS)
         failed, unlogged = failed + 1, unlogged + 1
-        if t - logged_at < REPEAT_LOG_SECONDS:
+        if not clock_due(logged_at + REPEAT_LOG_SECONDS, t, REPEAT_LOG_SECONDS):
             self._outage = (failed, unlogged, logged_at)
             return
         if failed == 1:

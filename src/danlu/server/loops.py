@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from danlu.server.failures import RepeatedFailure
+from danlu.server.failures import RepeatedFailure, failure_kind
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +140,15 @@ class PeriodicLoop:
             self._wake.clear()
 
 
+def clock_due(at: float, now: float, wait: float) -> bool:
+    """Whether a loop's step set to run at ``at`` (a wall-clock time, at most ``wait``
+    seconds after the time it was set) is due at ``now``: once the clock reaches ``at``, and
+    at once when ``at`` is more than ``wait`` seconds ahead of ``now``: the clock was set
+    back since (an NTP step after it ran ahead), and the step waited out the whole jump (a
+    year ahead, a year with no retention, no nodes read again)."""
+    return now >= at or at - now > wait
+
+
 def close_quietly(what: str, close: Callable[[], object]) -> None:
     """Call ``close`` (one step of closing the control plane), logging what it raises: the
     steps after it still run, and an error that stopped a start-up is the one raised."""
@@ -228,9 +237,13 @@ class PassErrors:
     """Logs the errors the passes of a loop met and went on from (strings such as
     ``"purge JOB: [Errno 13] Permission denied: ..."``, one per job the pass could not
     finish): each distinct one as a warning the first time, then, while it recurs, one line
-    with how many times it came back at most every ``quiet_s`` seconds, so that one stuck
-    job, met every pass, does not flood the log. One not met for ``quiet_s`` is forgotten:
-    it is logged at once when it comes back. ``clock``: seconds, monotonic."""
+    with how many times it came back (and its latest text) at most every ``quiet_s``
+    seconds, so that one stuck job, met every pass, does not flood the log. Two errors are
+    the same when they differ only in the numbers of what follows their ``STEP JOB:``
+    (:func:`recurring_kind`): an outage's message that tells how long it has lasted
+    ("not answered for 37 s") was a new error every pass, a warning for every job every
+    pass, each kept for ``quiet_s``. One not met for ``quiet_s`` is forgotten: it is logged
+    at once when it comes back. ``clock``: seconds, monotonic."""
 
     def __init__(
         self,
@@ -250,10 +263,11 @@ class PassErrors:
         """Note the errors of one pass (logging those due)."""
         now = self.clock()
         for error in errors:
-            known = self._recurring.get(error)
+            kind = recurring_kind(error)
+            known = self._recurring.get(kind)
             if known is None:
                 self.logger.warning("%s: %s", self.label, error)
-                self._recurring[error] = _Recurring(logged=now, seen=now)
+                self._recurring[kind] = _Recurring(logged=now, seen=now)
                 continue
             known.seen, known.repeats = now, known.repeats + 1
             if now - known.logged >= self.quiet_s:
@@ -264,6 +278,15 @@ class PassErrors:
                     known.repeats,
                 )
                 known.logged, known.repeats = now, 0
-        for error, known in list(self._recurring.items()):
+        for kind, known in list(self._recurring.items()):
             if now - known.seen > self.quiet_s:
-                del self._recurring[error]
+                del self._recurring[kind]
+
+
+def recurring_kind(error: str) -> str:
+    """What makes two of a pass's errors (``"STEP JOB: why"``) the same for
+    :class:`PassErrors`: the same step and job (what comes before the first ``": "``, kept
+    whole), and the same why but for the ids and numbers in it
+    (:func:`~danlu.server.failures.failure_kind`)."""
+    subject, colon, why = error.partition(": ")
+    return subject + colon + failure_kind(why) if colon else failure_kind(error)

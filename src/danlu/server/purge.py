@@ -21,6 +21,7 @@ from danlu.core.errors import DanluError
 from danlu.core.spec import file_url_path
 from danlu.executors import Executor
 from danlu.server.db import Database
+from danlu.server.loops import clock_due
 from danlu.server.services import metrics, retention, users
 
 log = logging.getLogger(__name__)
@@ -160,9 +161,13 @@ class Purger:
         purged = [] if purged is None else purged
         errors = [] if errors is None else errors
         self.purge_stale(t)
-        if self.days <= 0 or t < self._next:
+        if self.days <= 0 or not clock_due(self._next, t, retention.EVERY):
             return purged, errors
-        retry = {job_id: at for job_id, at in self._retry.items() if at > t}
+        retry = {
+            job_id: at
+            for job_id, at in self._retry.items()
+            if not clock_due(at, t, retention.EVERY)
+        }
         with self.db.read_session() as session:
             ids = retention.due(session, self.days, t, retention.BATCH, skip=retry)
             read_all = not ids or self.named.read(session)
@@ -194,7 +199,7 @@ class Purger:
         most every :data:`retention.EVERY` seconds once no backlog is left (one token a job
         run, revoked when it ends, and a key a metrics request must not pile up); how many
         of each (nothing when no pass is due)."""
-        if t < self._next_stale:
+        if not clock_due(self._next_stale, t, retention.EVERY):
             return {}
         batch = STALE_BATCH
         with self.db.session() as session:

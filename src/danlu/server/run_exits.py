@@ -9,9 +9,19 @@ import enum
 from typing import Any
 
 from danlu.core.state import JobState
+from danlu.core.values import controls_replaced
 from danlu.executors import ExecStatus, Outcome, RunState, StopReason
 from danlu.server.db import Job
 from danlu.server.services import jobs
+
+
+def storable(message: str) -> str:
+    """An executor's ``message`` as a reason the store can hold and a terminal shows as it
+    is: each control character and lone surrogate as ``?``. The message is read from
+    records a job can write (the local executor's exit record, which runs as the job's
+    user): a NUL, which PostgreSQL's text refuses, or a lone surrogate, which no store can
+    encode, failed the write of the job's exit, and so every reconcile pass at that job."""
+    return controls_replaced(message.encode("utf-8", "replace").decode("utf-8"))
 
 
 def describe_exit(status: ExecStatus | None) -> tuple[bool, int | None, str]:
@@ -23,7 +33,7 @@ def describe_exit(status: ExecStatus | None) -> tuple[bool, int | None, str]:
     if status.signal:
         how = f"signal {status.signal}"
     if status.message:
-        how += f"; {status.message}"
+        how += f"; {storable(status.message)}"
     if status.outcome is Outcome.SUCCEEDED:
         return True, code, "exited 0"
     if status.node_lost:

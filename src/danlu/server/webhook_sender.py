@@ -38,9 +38,9 @@ import httpx
 from sqlalchemy.orm import Session
 
 from danlu.config import OutboundProxies, outbound_proxies
-from danlu.server.db import Database
-from danlu.server.loops import PeriodicLoop
-from danlu.server.services import webhooks
+from danlu.server.db import Database, WebhookDelivery
+from danlu.server.loops import PeriodicLoop, clock_due
+from danlu.server.services import locks, webhooks
 
 log = logging.getLogger(__name__)
 
@@ -264,7 +264,7 @@ class WebhookSender:
                     retry_at = time.monotonic() + self.interval
 
     def _purge(self, t: float) -> None:
-        if t - self._purged_at < PURGE_EVERY_SECONDS:
+        if not clock_due(self._purged_at + PURGE_EVERY_SECONDS, t, PURGE_EVERY_SECONDS):
             return
         with self.db.session() as session:
             purged = webhooks.purge(session, t)  # a write every 10 minutes at most
@@ -276,7 +276,10 @@ class WebhookSender:
         self, t: float, room: int, ended: queue.SimpleQueue[_Ended | None], clock: Clock
     ) -> int:
         """Claim up to ``room`` due deliveries with a new token and start posting them in
-        the pool, each to put its outcome in ``ended``; returns how many were started."""
+        the pool, each to put its outcome in ``ended``; returns how many were started. What
+        fails after the claim (the store failing to read their messages) gives the claims
+        of those not started back before it is raised: they were left locked, unposted,
+        until their lock expired."""
         with self.db.read_session() as session:  # most passes: nothing due, nothing written
             if not webhooks.any_due(session, t):
                 return 0
@@ -285,11 +288,28 @@ class WebhookSender:
             claimed = webhooks.claim_due(session, token, self.ttl, t, room)
         if not claimed:
             return 0
-        with self.db.read_session() as session:
-            messages = webhooks.outgoing(session, claimed, t)  # none of a webhook just removed
-        for message in messages:
-            self._pool.submit(self._post_to_queue, message, token, ended, clock)
+        started: set[int] = set()
+        try:
+            with self.db.read_session() as session:
+                messages = webhooks.outgoing(session, claimed, t)  # none of a hook removed
+            for message in messages:
+                self._pool.submit(self._post_to_queue, message, token, ended, clock)
+                started.add(message.delivery_id)
+        except BaseException:
+            self._unclaim([d for d in claimed if d not in started], token)
+            raise
         return len(messages)
+
+    def _unclaim(self, delivery_ids: list[int], token: str) -> None:
+        """Give back the claims (``token``) of deliveries that were not posted, if the store
+        takes it (else they are claimed again once their lock expires)."""
+        if not delivery_ids:
+            return
+        try:
+            with self.db.session() as session:
+                locks.release_if_token(session, WebhookDelivery, delivery_ids, token)
+        except Exception as exc:
+            log.warning("webhooks: cannot give back %d claims: %s", len(delivery_ids), exc)
 
     def _post_to_queue(
         self,
