@@ -323,7 +323,7 @@ def test_depends_on_takes_ids_or_entries_and_names_what_is_wrong() -> None:
         "abcd"
     ]
     refused = {
-        "depends_on: [0123]": "depends_on.0.job: 123 was read as a number: quote a job id",
+        "depends_on: [0123]": "depends_on.0.job: 0123 was read as a number: quote a job id",
         "depends_on: [abc]": "depends_on.0.job: 'abc' is not a job id",
         "depends_on: [ABCD1234]": "depends_on.0.job: 'ABCD1234' is not a job id",
         "depends_on: [{job: abcd, condition: ok}]": "depends_on.0.condition: Input should be",

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from danlu.core.errors import SpecError
+from danlu.core.spec_text import type_name
 from danlu.core.sweep import ARRAY_PARAMETER, MAX_PARALLEL, MAX_VALUES
 
 MAX_ARRAY_INDEX = 10_000_000
@@ -51,7 +52,7 @@ def parse_array(text: str | int, field: str = "array") -> ArrayRange:
             raise SpecError(field, f"an index lies within 0..{MAX_ARRAY_INDEX:,}")
         text = str(text)
     if not isinstance(text, str):
-        shown = "a boolean" if isinstance(text, bool) else type(text).__name__
+        shown = "a boolean" if isinstance(text, bool) else type_name(text)
         raise SpecError(
             field,
             f"expected an index range as text, got {shown}: write it as text, e.g. '0-99', "

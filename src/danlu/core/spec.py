@@ -48,7 +48,7 @@ from danlu.core.spec_limits import SPEC_LIMITS as SPEC_LIMITS
 from danlu.core.spec_limits import check_limits as check_limits
 from danlu.core.spec_limits import file_url_path as file_url_path
 from danlu.core.spec_limits import is_checkpoint_location as is_checkpoint_location
-from danlu.core.spec_text import parse_text
+from danlu.core.spec_text import parse_text, type_name, written_text
 from danlu.core.spec_training import DEFAULT_OPTIMIZER, Precision, optimizer_name, precision_name
 from danlu.core.units import parse_bytes, parse_duration
 from danlu.core.values import MAX_INT, check_values, quoted, range_message
@@ -68,6 +68,23 @@ def valid_name(text: str) -> bool:
     """True for a job (or sweep) name: 1-63 letters, digits, '.', '_' or '-', starting with a
     letter or digit."""
     return bool(_NAME.match(text))
+
+
+NAME_RULE = "use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"
+"""What a job or sweep name may be (:func:`valid_name`), as its error says it."""
+
+
+def name_error(text: str) -> str:
+    """The error for ``text``, a name :func:`valid_name` refuses: :data:`NAME_RULE`, and
+    where the rule alone misleads, what in ``text`` breaks it: a letter or digit outside
+    ASCII (``训`` in ``训练``, all "letters"), or more than 63 characters (which no one
+    counts by eye). A blank, a ``/`` or a first ``-`` the rule names itself."""
+    foreign = next((c for c in text if c.isalnum() and not c.isascii()), None)
+    if foreign is not None:
+        return f"{NAME_RULE}: {quoted(foreign)} is not an ASCII letter or digit"
+    if len(text) > 63:
+        return f"{NAME_RULE}: it has {len(text):,} characters"
+    return NAME_RULE
 
 
 _RANGE = re.compile(r"^\s*([0-9]+)\s*\.\.\s*([0-9]+)\s*$")
@@ -119,9 +136,15 @@ def no_boolean(value: Any) -> Any:
 def _optional_duration(value: Any) -> Any:
     """A before-validator reading a duration (``2h``, ``90m``, ``04:00:00``) as its seconds:
     :func:`~danlu.core.units.parse_duration`, which refuses a boolean; text it reads as NaN
-    or an infinity (``nan``, ``inf``) is refused as :func:`finite_number` refuses it."""
+    or an infinity (``nan``, ``inf``) is refused as :func:`finite_number` refuses it, and a
+    date YAML read (``deadline: 2026-12-31``) saying that a duration goes there."""
     if value is None:
         return None
+    if isinstance(value, datetime.date):  # deadline: 2026-12-31, the day meant
+        raise ValueError(
+            f"{value} was read as a date, not a duration: write how long, e.g. 3d, 72h or "
+            "3-00:00:00 (a deadline counts from submission)"
+        )
     seconds = parse_duration(value, "")
     if isinstance(value, str):
         check_finite(seconds)
@@ -199,7 +222,7 @@ def _refuse_non_text(value: Any, key: str) -> Any:
         )
     if isinstance(value, int | float | datetime.date):
         kind = "date" if isinstance(value, datetime.date) else "number"
-        shown = str(value)
+        shown = written_text(value)  # 010, not 10: the text to quote is the text written
         raise ValueError(f"{shown} was read as a {kind}, not text: quote it, {key}'{shown}'")
     return value
 
@@ -415,7 +438,7 @@ class Dependency(_Strict):
     def _job_number(cls, value: Any) -> Any:
         if isinstance(value, int | float) and not isinstance(value, bool):
             raise ValueError(
-                f"{value!r} was read as a number: quote a job id of digits only, "
+                f"{written_text(value)} was read as a number: quote a job id of digits only, "
                 "e.g. '012345678901' (YAML reads it as a number otherwise)"
             )
         return value
@@ -555,10 +578,8 @@ class JobSpec(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _NAME.match(value):
-            raise ValueError(
-                "use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"
-            )
+        if not valid_name(value):
+            raise ValueError(name_error(value))
         return value
 
     @field_validator("command", mode="before")
@@ -603,19 +624,67 @@ written, not YAML's number."""
 def spec_error(exc: ValidationError, kind: str = "job spec") -> SpecError:
     """pydantic's first error as a :class:`SpecError` naming the field and the fix (with how
     many more there are). A model-level check names its field itself: ``"field: message"``.
-    ``kind``: the spec an unknown field is checked against."""
+    ``kind``: the spec an unknown field is checked against. pydantic's words that say no fix
+    are replaced: a field of another section (``gpus: 2`` at the top level) names where it
+    goes; a null (``priority:`` left empty) and a section that is no mapping say so; a key
+    YAML read as no text (``on:``) names the mapping it is in, not ``1``."""
     errors = exc.errors()
     first = errors[0]
     field = ".".join(str(p) for p in first["loc"])
     message = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
-    if first.get("type") == "missing":
+    kind_of_error, given = first.get("type", ""), first.get("input")
+    if kind_of_error == "missing":
         message = "this field is required"
-    if first.get("type") == "extra_forbidden":
+    if kind_of_error == "extra_forbidden":
         message = f"unknown field; check the spelling against the {kind} reference"
+        home = _FIELD_HOMES.get(str(first["loc"][-1])) if kind == "job spec" else None
+        section = ".".join(str(p) for p in first["loc"][:-1])
+        if home is not None and home != field and section in ("", "resources", "training"):
+            message = f"unknown field here; it is a field of {_section(home)}: write it as {home}"
+    if kind_of_error.endswith("_type") and given is None:  # priority:, resources: (empty)
+        message = _NULL + (_NULL_SECTION if kind_of_error == "model_type" else _NULL_VALUE)
+    elif kind_of_error == "model_type":  # resources: 2, not "...or instance of Resources"
+        message = f"must be a mapping of its fields, e.g. {{field: value}}, not {quoted(given)}"
     if not field and ": " in message:
         field, _, message = message.partition(": ")
+    if kind_of_error == "invalid_key":  # on: 2, 1: 2; the key is no field, its mapping is
+        field = ".".join(str(p) for p in first["loc"][:-1])
+        message = f"a key YAML read as {_key_kind(given)}: no field is named so; check the "
+        message += f"spelling against the {kind} reference, or quote the key"
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     return SpecError(field, message + more)
+
+
+_FIELD_HOMES: dict[str, str] = {
+    name: prefix + name
+    for prefix, model in (("", JobSpec), ("resources.", Resources), ("training.", TrainingHints))
+    for name in model.model_fields
+}
+"""Where each field of a job spec and its ``resources`` and ``training`` goes, by its name
+(no two share a name): ``gpus`` -> ``resources.gpus``, for the error of one written in
+another section (``gpus: 2`` at the top level)."""
+
+
+def _section(path: str) -> str:
+    """The section a field's dotted ``path`` lies in, as an error names it."""
+    return path.rpartition(".")[0] or "the spec itself (its top level)"
+
+
+_NULL = "is null (YAML reads an empty value, ~ and null so)"
+_NULL_VALUE = ": give it a value (or leave it out, for its default)"
+_NULL_SECTION = ": write its fields indented under it, on the lines below, or leave it out"
+
+
+def _key_kind(key: Any) -> str:
+    """What YAML read a mapping's key as, when it is no text: ``on`` as a boolean, ``010``
+    as a number (shown as written), ``~`` as null."""
+    if isinstance(key, bool):
+        return "a boolean (unquoted on, off, yes, no, true and false are)"
+    if key is None:
+        return "null (~, or a key left empty)"
+    if isinstance(key, int | float):
+        return f"a number ({written_text(key)})"
+    return f"a {type_name(key)} ({quoted(key)})"
 
 
 def parse_spec(data: Any, *, stored: bool = False) -> JobSpec:
@@ -625,7 +694,7 @@ def parse_spec(data: Any, *, stored: bool = False) -> JobSpec:
     (:func:`check_limits`); a ``stored`` one, accepted when it was submitted, is read as it
     was (an older version's bounds may have been looser)."""
     if not isinstance(data, dict):
-        raise SpecError("", f"a job spec must be a mapping of fields, got {type(data).__name__}")
+        raise SpecError("", f"a job spec must be a mapping of fields, got {type_name(data)}")
     if not stored:
         check_values(data, limits=SPEC_LIMITS)
     try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from typing import Any
+from typing import Any, overload
 
 import yaml
 
@@ -77,16 +77,64 @@ _CORE_FLOAT = re.compile(
 """A float in YAML 1.2's core schema (an integer matches too: ``!!float 2``)."""
 
 
+class WrittenInt(int):
+    """An integer YAML read from text that Python shows otherwise (``010``, ``0x1F``,
+    ``+5``), with that text, ``written``: a field that takes text refuses the number saying
+    to quote it as written (:func:`written_text`), not as ``'10'``, a different value.
+    Equal to, and serialised as, the plain integer; a spec's number field holds the plain
+    one (pydantic converts it)."""
+
+    written: str
+
+
+class WrittenFloat(float):
+    """A float YAML read from text that Python shows otherwise (``1.10``, ``1e-3``,
+    ``.inf``), with that text, ``written``, as :class:`WrittenInt`."""
+
+    written: str
+
+
+def written_text(value: object) -> str:
+    """How a value YAML read was written: the text of a :class:`WrittenInt` or
+    :class:`WrittenFloat`, else ``str(value)``."""
+    written = getattr(value, "written", None)
+    return written if isinstance(written, str) else str(value)
+
+
+def type_name(value: object) -> str:
+    """The name of ``value``'s type as a message shows it: ``int`` and ``float`` for a
+    :class:`WrittenInt` and a :class:`WrittenFloat`, which are those to the user."""
+    if isinstance(value, WrittenInt | WrittenFloat):
+        return "int" if isinstance(value, int) else "float"
+    return type(value).__name__
+
+
+@overload
+def _as_written(number: int, text: str) -> int: ...
+@overload
+def _as_written(number: float, text: str) -> float: ...
+def _as_written(number: float, text: str) -> float:
+    """``number``, or, when Python shows it otherwise than ``text``, it with ``text``."""
+    if str(number) == text:
+        return number
+    kept = WrittenInt(number) if isinstance(number, int) else WrittenFloat(number)
+    kept.written = text
+    return kept
+
+
 def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
-    """An integer as YAML 1.2's core schema reads it: ``010`` is 10, not octal 8."""
+    """An integer as YAML 1.2's core schema reads it: ``010`` is 10, not octal 8 (a
+    :class:`WrittenInt` keeping the text)."""
     text = str(loader.construct_scalar(node))
     if not _CORE_INT.match(text):
         raise yaml.constructor.ConstructorError(
             None, None, f"{text!r} is not an integer: write digits, 0o17 or 0x1F", node.start_mark
         )
     if text.startswith(("0o", "0x")):
-        return int(text[2:], 8 if text[1] == "o" else 16)
-    return int(text, 10)
+        number = int(text[2:], 8 if text[1] == "o" else 16)
+    else:
+        number = int(text, 10)
+    return _as_written(number, text)
 
 
 def _construct_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
@@ -97,9 +145,8 @@ def _construct_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
             None, None, f"{text!r} is not a number: write e.g. 1.5, 1e-3 or .inf", node.start_mark
         )
     bare = text.lower().lstrip("+-")
-    if bare in (".inf", ".nan"):
-        return float(text.lower().replace(".", ""))  # float("-inf"), float("nan")
-    return float(text)
+    special = bare in (".inf", ".nan")  # float("-inf"), float("nan")
+    return _as_written(float(text.lower().replace(".", "") if special else text), text)
 
 
 _BOOL_TAG = "tag:yaml.org,2002:bool"

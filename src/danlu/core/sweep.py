@@ -57,11 +57,13 @@ from danlu.core.spec import (
     beyond_store,
     check_finite,
     is_checkpoint_location,
+    name_error,
     no_boolean,
     parse_spec,
     spec_error,
     valid_name,
 )
+from danlu.core.spec_text import type_name
 from danlu.core.values import (
     MAX_INT,
     check_values,
@@ -279,7 +281,7 @@ class SweepSpec(_Strict):
     @model_validator(mode="after")
     def _check(self) -> SweepSpec:
         if not valid_name(self.name):
-            raise ValueError("name: use 1-63 letters, digits, '.', '_' or '-'")
+            raise ValueError(f"name: {name_error(self.name)}")
         if self.metric is None and self.method == "tpe":
             raise ValueError("metric: tpe search draws where trials did best; give a metric")
         if self.metric is None and self.early_stopping is not None:
@@ -370,7 +372,7 @@ def parse_sweep(data: Any) -> SweepSpec:
     """Validate a mapping as a :class:`SweepSpec`, its trial as a job spec; errors name the
     field (``trial.resources.gpus`` for one of the trial's)."""
     if not isinstance(data, dict):
-        raise SpecError("", f"a sweep spec must be a mapping of fields, got {type(data).__name__}")
+        raise SpecError("", f"a sweep spec must be a mapping of fields, got {type_name(data)}")
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
