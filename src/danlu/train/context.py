@@ -240,6 +240,8 @@ class TrainContext(Recovery):
         with :data:`~danlu.train.env.PREEMPTED_EXIT_CODE`. A batch from elsewhere than
         :meth:`batches` (the script's own loader) is put on the model's device first.
         """
+        if self._closed:
+            raise self._closed_error("step()")
         lb = self._current
         self._current = None
         if lb is None and self.distributed.device.type != "cpu":  # batches() moved its own
@@ -536,7 +538,10 @@ class TrainContext(Recovery):
         :meth:`~danlu.train.recovery.Recovery._nonfinite_to_save`. Distributed, a save
         that fails on the writer (a full disk) raises on every rank: the writer's own
         error, the others an error naming it (an ``OSError`` of its errno where it was
-        one)."""
+        one). After :meth:`close` it is a :class:`~danlu.core.errors.ConfigError` (the
+        checkpoint manager is released: before, nothing was written and nothing said so)."""
+        if self._closed:
+            raise self._closed_error("save()")
         if not self.checkpoints.enabled or self._nonfinite_to_save():
             return
         self._saved_step = self.step_num
@@ -710,6 +715,14 @@ class TrainContext(Recovery):
             self.checkpoints.close()
             self.preemption.close()
             self.distributed.close()
+
+    def _closed_error(self, call: str) -> ConfigError:
+        """The error of a ``call`` that needs the open context, made after :meth:`close`."""
+        return ConfigError(
+            f"ctx.{call} needs the open training context, and it was closed (its with block "
+            "ended, fit() returned, or ctx.close() ran): call it before the context closes "
+            "(inside the with block; with fit(), in its evaluate)"
+        )
 
     def _say_last_checkpoint(self) -> None:
         """Report a record of its own for a checkpoint committed after the last record (see

@@ -185,6 +185,8 @@ class MetricsReporter:
         self._reasons: set[tuple[str, str]] = set()
         """The (field, fault) pairs a WARNING told of already (see :meth:`_leave_out`)."""
         self.last: dict[str, Any] | None = None
+        self.closed = False
+        """True once :meth:`close` ran: a record reported after it is shipped at once."""
         self.rollback = 0
         """The rollback generation of the records reported now (:meth:`rewind`), sent to the
         API as their ``rollback`` field when above 0 (a file is cut back instead)."""
@@ -212,7 +214,10 @@ class MetricsReporter:
         :data:`ROLLBACK_FIELD` (a script's own metric named ``rollback``) is a
         :class:`~danlu.core.errors.ConfigError` naming it, whatever the sink (the same script
         runs with and without the API); any other fault of a record is found as it is
-        shipped (it is left out, with a WARNING)."""
+        shipped (it is left out, with a WARNING). After :meth:`close` (a script's own record
+        once its ``with`` block or ``fit`` ended) the record is shipped at once, with a last
+        try as :meth:`close`'s: before, it was queued for a thread that had stopped, and lost
+        without a word."""
         if isinstance(record, Mapping) and ROLLBACK_FIELD in record:
             raise ConfigError(
                 f"a metric record may not hold {ROLLBACK_FIELD!r}: the API reads it as the "
@@ -223,6 +228,8 @@ class MetricsReporter:
         if self.active:
             marked = self.rollback and self.url is not None and isinstance(record, dict)
             self._queue.append({**record, ROLLBACK_FIELD: self.rollback} if marked else record)
+            if self.closed:
+                self.close()  # no thread ships it any more
 
     def flush_soon(self) -> None:
         """Ask the shipping thread to ship what is queued now, without waiting for it (the
@@ -610,6 +617,7 @@ class MetricsReporter:
         it runs as a preempted job exits, within the grace). A WARNING tells how many
         records were left unsent; they stay in the outbox, and a checkpoint taken before
         (:meth:`seal`) holds those of its steps."""
+        self.closed = True
         self._deadline = self._clock() + self.close_timeout_s
         self._stop.set()
         self._wake.set()

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from danlu.core.errors import DanluError
+from danlu.core.errors import ConfigError, DanluError
 from danlu.train import accumulate
 from danlu.train.amp import Precision
 from danlu.train.anomaly import KINDS, AnomalyDetector
@@ -61,6 +61,38 @@ class StepResult:
 
 _OOM = object()
 _PEER_OOM = object()
+_NO_LOSS = object()
+"""What a micro-batch's ``loss`` holds before ``loss_fn`` returned (see :func:`check_loss`)."""
+
+
+def check_loss(loss: object, failure: Exception) -> None:
+    """Raise a :class:`~danlu.core.errors.ConfigError` naming ``loss_fn`` when ``loss``, what
+    it returned (:data:`_NO_LOSS`: nothing yet), is no loss to train on, from ``failure``
+    (torch's own error on it: ``'tuple' object has no attribute 'backward'``, "grad can be
+    implicitly created only for scalar outputs"); return when it is one (``failure`` has
+    another cause). Called only after a step failed, so the step's path pays nothing."""
+    if loss is _NO_LOSS:
+        return
+    if not isinstance(loss, torch.Tensor):
+        what = "None" if loss is None else f"a {type(loss).__name__}"
+        if isinstance(loss, tuple | list):
+            what += " (return the loss alone; report other values with ctx.reporter.report)"
+    elif loss.numel() != 1:
+        what = (
+            f"a tensor of shape {tuple(loss.shape)} (reduce it to the mean, as a loss's "
+            "reduction='mean' does)"
+        )
+    elif not loss.requires_grad:
+        what = (
+            "a tensor that does not require grad (detached, computed under torch.no_grad(), "
+            "or not from the model's trainable parameters)"
+        )
+    else:
+        return
+    raise ConfigError(
+        "loss_fn(model, micro_batch) must return the mean loss of the micro-batch as a "
+        f"one-element tensor that requires grad; it returned {what}"
+    ) from failure
 
 
 _DOT_DTYPES = (torch.float32, torch.float64)
@@ -519,6 +551,7 @@ class StepEngine:
         self._gns_small = None
         measure_gns = self.gns is not None and last > 0 and self._gns_due()
         failed = False
+        loss: object = _NO_LOSS
         try:
             for i, (chunk, share) in enumerate(chunks):
                 with accumulate.no_sync(self.model, i == last):
@@ -550,6 +583,7 @@ class StepEngine:
                     self._gns_small = (sq, accumulate.batch_len(chunk))
         except Exception as exc:
             if not is_oom(exc):
+                check_loss(loss, exc)
                 raise
             self._oom_error = exc.with_traceback(None)
             failed = True
@@ -594,6 +628,7 @@ class StepEngine:
         injection (the same arithmetic, without the bookkeeping of the general path)."""
         self._gns_small = None
         precision = self.precision
+        loss: object = _NO_LOSS
         try:
             if precision.dtype is None:  # fp32: no autocast region to enter
                 loss = loss_fn(self.model, data)
@@ -607,6 +642,7 @@ class StepEngine:
             scaled.backward()  # type: ignore[no-untyped-call]
         except Exception as exc:
             if not is_oom(exc):
+                check_loss(loss, exc)
                 raise
             self._oom_error = exc.with_traceback(None)
             return _OOM

@@ -28,10 +28,17 @@ def kept_names(
     ``"max"``, else the smallest) (the manifest's ``run``; those written before
     runs were recorded count as one: an older run's better metric took the new run's
     places, and its own best went); the bases of the kept incremental checkpoints, and
-    ``next_base``, the base of the next one."""
+    ``next_base``, the base of the next one.
+
+    Two checkpoints of one run's step (a periodic one, then a ``save()`` of the same step
+    with an evaluation's metric, as ``fit``'s end of an epoch makes) take one of
+    ``keep_last``'s places, the newer's (it holds what the script did after the first: the
+    metric, ``extra``): before, they took two, and ``keep_last=2`` kept a single step."""
     valid = [i for i in infos if i.name not in skipped]
     by_commit = sorted(valid, key=lambda i: (i.created_ns, i.step, i.name))
-    keep = {committed} | {i.name for i in by_commit[-keep_last:]}
+    newest = {(i.run, i.step): i for i in by_commit}  # the last committed of each step wins
+    recent = [i for i in by_commit if newest[(i.run, i.step)] is i]
+    keep = {committed} | {i.name for i in recent[-keep_last:]}
     if best_metric is not None and keep_best > 0:
         scored = [(v, i) for i in valid if (v := finite_metric(i, best_metric)) is not None]
         scored.sort(key=lambda vi: vi[0], reverse=mode == "max")
