@@ -5,7 +5,7 @@ or its GPUs left the inventory first) adds nothing to ``run_time`` and writes no
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -39,6 +39,35 @@ def _submit(db: Database, *bodies: dict[str, object]) -> list[str]:
     with db.session() as s:
         alice = user_and_nodes(s, INVENTORY.nodes, NOW)
         return [jobs.submit(s, {"name": "j", **BODY, **b}, alice, now=NOW).id for b in bodies]
+
+
+def _settled_after_a_wait(
+    db: Database, tmp_path: Path, make: Callable[[FakeWorld], FakeExecutor], edit: bool = False
+) -> tuple[str, float, float, int]:
+    """The job of ``BODY``, its launch refused twice (its GPU busy) by the executor ``make``
+    builds, then settled at the third pass, 10 minutes after its start; ``edit``: its stored
+    spec is made one no launch can be made of (an env name an older version let through)
+    before that pass. Its state, ``run_time``, ``attained_service`` and ``restarts`` then."""
+    [job_id] = _submit(db, {})
+    world = FakeWorld()
+    world.script(job_id, duration=10_000)
+    loop = Reconciler(db, make(world), load_settings(home=tmp_path), policy=make_policy("fifo"))
+    try:
+        assert loop.run_once(now=NOW).launched == []
+        assert loop.run_once(now=NOW + 300).launched == []
+        if edit:
+            with db.session() as s:
+                job = jobs.get_job(s, job_id)
+                job.spec = {**job.spec, "env": {"": "x"}}
+        report = loop.run_once(now=NOW + 600)
+        assert job_id in report.settled, report
+    finally:
+        loop.stop()
+    with db.read_session() as s:
+        assert s.query(JobRun).filter_by(job_id=job_id).all() == []
+        assert usage.usage(s, NOW - 1, now=NOW + 700) == []
+        job = jobs.get_job(s, job_id)
+        return job.state, job.run_time, job.attained_service, job.restarts
 
 
 @pytest.fixture
@@ -118,23 +147,8 @@ def test_a_launch_failing_on_its_node_after_a_wait_charges_no_run_time(
     """Its launch refused for 10 minutes (its GPU busy), then failed on the node: the job is
     re-queued with nothing charged for a run that never ran (no ``run_time`` toward its
     limit, no stretch, no GPU-hours)."""
-    [job_id] = _submit(db, {})
-    world = FakeWorld()
-    world.script(job_id, duration=10_000)
-    executor = _BusyThenBroken(INVENTORY, world, busy=2)
-    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
-    try:
-        assert loop.run_once(now=NOW).launched == []
-        assert loop.run_once(now=NOW + 300).launched == []
-        report = loop.run_once(now=NOW + 600)
-        assert job_id in report.settled, report
-    finally:
-        loop.stop()
-    with db.read_session() as s:
-        job = jobs.get_job(s, job_id)
-        assert (job.state, job.run_time, job.attained_service) == ("PENDING", 0.0, 0.0)
-        assert s.query(JobRun).filter_by(job_id=job_id).all() == []
-        assert usage.usage(s, NOW - 1, now=NOW + 700) == []
+    settled = _settled_after_a_wait(db, tmp_path, lambda w: _BusyThenBroken(INVENTORY, w, busy=2))
+    assert settled == ("PENDING", 0.0, 0.0, 0)
 
 
 def test_gpus_lost_before_the_launch_charge_no_run_time(db: Database) -> None:
@@ -196,23 +210,8 @@ def test_a_launch_failing_for_the_job_after_a_wait_charges_no_run_time(
     """Its launch refused for 10 minutes (its GPU busy), then failed for the job's own
     fault: the run fails (the job is re-queued as its restart policy says) with nothing
     charged for it."""
-    [job_id] = _submit(db, {})
-    world = FakeWorld()
-    world.script(job_id, duration=10_000)
-    executor = _BusyThenRefused(INVENTORY, world, busy=2)
-    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
-    try:
-        assert loop.run_once(now=NOW).launched == []
-        assert loop.run_once(now=NOW + 300).launched == []
-        report = loop.run_once(now=NOW + 600)
-        assert job_id in report.settled, report
-    finally:
-        loop.stop()
-    with db.read_session() as s:
-        job = jobs.get_job(s, job_id)
-        assert (job.state, job.run_time, job.restarts) == ("PENDING", 0.0, 1)
-        assert s.query(JobRun).filter_by(job_id=job_id).all() == []
-        assert usage.usage(s, NOW - 1, now=NOW + 700) == []
+    settled = _settled_after_a_wait(db, tmp_path, lambda w: _BusyThenRefused(INVENTORY, w, busy=2))
+    assert settled[:2] == ("PENDING", 0.0) and settled[3] == 1
 
 
 def test_a_spec_no_launch_can_be_made_of_after_a_wait_charges_no_run_time(
@@ -220,23 +219,8 @@ def test_a_spec_no_launch_can_be_made_of_after_a_wait_charges_no_run_time(
 ) -> None:
     """A stored spec the executor refuses (an older version accepted it), found only once
     its GPU came free after a 10-minute wait: failed, charged nothing."""
-    [job_id] = _submit(db, {})
-    world = FakeWorld()
-    world.script(job_id, duration=10_000)
-    executor = _ControllerDown(INVENTORY, world, down=2, error=GpusBusyError("GPU 0 busy"))
-    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
-    try:
-        assert loop.run_once(now=NOW).launched == []
-        assert loop.run_once(now=NOW + 300).launched == []
-        with db.session() as s:  # as stored by a version that let any env name through
-            job = jobs.get_job(s, job_id)
-            job.spec = {**job.spec, "env": {"": "x"}}
-        report = loop.run_once(now=NOW + 600)
-        assert job_id in report.settled, report
-    finally:
-        loop.stop()
-    with db.read_session() as s:
-        job = jobs.get_job(s, job_id)
-        assert (job.state, job.run_time) == ("FAILED", 0.0)
-        assert s.query(JobRun).filter_by(job_id=job_id).all() == []
-        assert usage.usage(s, NOW - 1, now=NOW + 700) == []
+    busy = GpusBusyError("GPU 0 busy")
+    settled = _settled_after_a_wait(
+        db, tmp_path, lambda w: _ControllerDown(INVENTORY, w, down=2, error=busy), edit=True
+    )
+    assert settled[:2] == ("FAILED", 0.0)
