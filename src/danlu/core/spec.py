@@ -8,7 +8,8 @@ Minimal form::
     priority: 0
 
 Every field has a default or is required with a clear message; :func:`load_spec` turns
-pydantic's errors into one :class:`~danlu.core.errors.SpecError` naming the field and the fix.
+pydantic's errors into one :class:`~danlu.core.errors.SpecError` naming the field and the fix
+(:mod:`danlu.core.spec_errors`, re-exported here).
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ from pydantic import (
 )
 
 from danlu.core.errors import SpecError
+from danlu.core.spec_errors import NAME_RULE as NAME_RULE
+from danlu.core.spec_errors import name_error as name_error
+from danlu.core.spec_errors import spec_error as spec_error
+from danlu.core.spec_errors import valid_name as valid_name
 from danlu.core.spec_limits import FILE_URL as FILE_URL
 from danlu.core.spec_limits import MAX_BATCH as MAX_BATCH
 from danlu.core.spec_limits import MAX_CPUS as MAX_CPUS
@@ -60,32 +65,6 @@ LSTM language model, recommendation, CycleGAN and A3C jobs)."""
 
 AUTO_FAMILY = "auto"
 """``training.family: auto``: the family is inferred from ``training.model`` at submission."""
-
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
-
-
-def valid_name(text: str) -> bool:
-    """True for a job (or sweep) name: 1-63 letters, digits, '.', '_' or '-', starting with a
-    letter or digit."""
-    return bool(_NAME.match(text))
-
-
-NAME_RULE = "use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"
-"""What a job or sweep name may be (:func:`valid_name`), as its error says it."""
-
-
-def name_error(text: str) -> str:
-    """The error for ``text``, a name :func:`valid_name` refuses: :data:`NAME_RULE`, and
-    where the rule alone misleads, what in ``text`` breaks it: a letter or digit outside
-    ASCII (``训`` in ``训练``, all "letters"), or more than 63 characters (which no one
-    counts by eye). A blank, a ``/`` or a first ``-`` the rule names itself."""
-    foreign = next((c for c in text if c.isalnum() and not c.isascii()), None)
-    if foreign is not None:
-        return f"{NAME_RULE}: {quoted(foreign)} is not an ASCII letter or digit"
-    if len(text) > 63:
-        return f"{NAME_RULE}: it has {len(text):,} characters"
-    return NAME_RULE
-
 
 _RANGE = re.compile(r"^\s*([0-9]+)\s*\.\.\s*([0-9]+)\s*$")
 _GPUS_HELP = "write 2 or an elastic range '1..8'"
@@ -419,6 +398,10 @@ class TrainingHints(_Strict):
 MAX_DEPENDENCIES = 100
 """The most jobs one job may depend on."""
 _JOB_REF = re.compile(r"^[0-9a-f]{4,32}\Z")
+_JOB_FIX = (
+    "give the id `danlu submit` printed (12 hex digits), or 4 or more of its first characters"
+)
+"""How a dependency's job is named, as its error says it."""
 
 
 class Dependency(_Strict):
@@ -436,21 +419,28 @@ class Dependency(_Strict):
     @field_validator("job", mode="before")
     @classmethod
     def _job_number(cls, value: Any) -> Any:
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        """Refuse what YAML read as no text, saying what a job id is: a number (to quote), a
+        boolean (``depends_on: [yes]``), a list or a mapping (``depends_on: [[3f2a]]``), of
+        which pydantic said only "Input should be a valid string"."""
+        if isinstance(value, bool):
+            raise ValueError(
+                f"{str(value).lower()} was read as a boolean, not a job id: {_JOB_FIX}"
+            )
+        if isinstance(value, int | float):
             raise ValueError(
                 f"{written_text(value)} was read as a number: quote a job id of digits only, "
                 "e.g. '012345678901' (YAML reads it as a number otherwise)"
             )
+        if isinstance(value, list | dict):
+            kind = "list" if isinstance(value, list) else "mapping"
+            raise ValueError(f"{quoted(value)} is a {kind}, not a job id: {_JOB_FIX}")
         return value
 
     @field_validator("job")
     @classmethod
     def _job(cls, value: str) -> str:
         if not _JOB_REF.match(value):
-            raise ValueError(
-                f"{quoted(value)} is not a job id: give the id `danlu submit` printed "
-                "(12 hex digits), or 4 or more of its first characters"
-            )
+            raise ValueError(f"{quoted(value)} is not a job id: {_JOB_FIX}")
         return value
 
 
@@ -619,72 +609,6 @@ TEXT_FIELDS: dict[str, bool] = _text_fields(JobSpec)
 """A job spec's text fields by dotted path (``name``, ``workdir``, ``training.model``, ...),
 each with whether it may be null: ``danlu submit --set name=2024`` gives the text as it is
 written, not YAML's number."""
-
-
-def spec_error(exc: ValidationError, kind: str = "job spec") -> SpecError:
-    """pydantic's first error as a :class:`SpecError` naming the field and the fix (with how
-    many more there are). A model-level check names its field itself: ``"field: message"``.
-    ``kind``: the spec an unknown field is checked against. pydantic's words that say no fix
-    are replaced: a field of another section (``gpus: 2`` at the top level) names where it
-    goes; a null (``priority:`` left empty) and a section that is no mapping say so; a key
-    YAML read as no text (``on:``) names the mapping it is in, not ``1``."""
-    errors = exc.errors()
-    first = errors[0]
-    field = ".".join(str(p) for p in first["loc"])
-    message = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
-    kind_of_error, given = first.get("type", ""), first.get("input")
-    if kind_of_error == "missing":
-        message = "this field is required"
-    if kind_of_error == "extra_forbidden":
-        message = f"unknown field; check the spelling against the {kind} reference"
-        home = _FIELD_HOMES.get(str(first["loc"][-1])) if kind == "job spec" else None
-        section = ".".join(str(p) for p in first["loc"][:-1])
-        if home is not None and home != field and section in ("", "resources", "training"):
-            message = f"unknown field here; it is a field of {_section(home)}: write it as {home}"
-    if kind_of_error.endswith("_type") and given is None:  # priority:, resources: (empty)
-        message = _NULL + (_NULL_SECTION if kind_of_error == "model_type" else _NULL_VALUE)
-    elif kind_of_error == "model_type":  # resources: 2, not "...or instance of Resources"
-        message = f"must be a mapping of its fields, e.g. {{field: value}}, not {quoted(given)}"
-    if not field and ": " in message:
-        field, _, message = message.partition(": ")
-    if kind_of_error == "invalid_key":  # on: 2, 1: 2; the key is no field, its mapping is
-        field = ".".join(str(p) for p in first["loc"][:-1])
-        message = f"a key YAML read as {_key_kind(given)}: no field is named so; check the "
-        message += f"spelling against the {kind} reference, or quote the key"
-    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-    return SpecError(field, message + more)
-
-
-_FIELD_HOMES: dict[str, str] = {
-    name: prefix + name
-    for prefix, model in (("", JobSpec), ("resources.", Resources), ("training.", TrainingHints))
-    for name in model.model_fields
-}
-"""Where each field of a job spec and its ``resources`` and ``training`` goes, by its name
-(no two share a name): ``gpus`` -> ``resources.gpus``, for the error of one written in
-another section (``gpus: 2`` at the top level)."""
-
-
-def _section(path: str) -> str:
-    """The section a field's dotted ``path`` lies in, as an error names it."""
-    return path.rpartition(".")[0] or "the spec itself (its top level)"
-
-
-_NULL = "is null (YAML reads an empty value, ~ and null so)"
-_NULL_VALUE = ": give it a value (or leave it out, for its default)"
-_NULL_SECTION = ": write its fields indented under it, on the lines below, or leave it out"
-
-
-def _key_kind(key: Any) -> str:
-    """What YAML read a mapping's key as, when it is no text: ``on`` as a boolean, ``010``
-    as a number (shown as written), ``~`` as null."""
-    if isinstance(key, bool):
-        return "a boolean (unquoted on, off, yes, no, true and false are)"
-    if key is None:
-        return "null (~, or a key left empty)"
-    if isinstance(key, int | float):
-        return f"a number ({written_text(key)})"
-    return f"a {type_name(key)} ({quoted(key)})"
 
 
 def parse_spec(data: Any, *, stored: bool = False) -> JobSpec:
