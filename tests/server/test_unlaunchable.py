@@ -4,6 +4,8 @@ being held by a job relaunched in vain every pass."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -81,6 +83,24 @@ class _ControllerDown(FakeExecutor):
             self.down -= 1
             raise self.error
         return super().submit(job)
+
+
+@contextmanager
+def busy_launches(
+    db: Database, tmp_path: Path, inventory: Cluster, job_id: str, duration: float, now: float
+) -> Iterator[tuple[Reconciler, _ControllerDown]]:
+    """The fifo loop of ``job_id`` (a job of ``duration`` seconds in the fake world) after
+    its first pass at ``now``, which started it but whose launch the executor refused (its
+    GPU busy with another run): it refuses it until told otherwise (``executor.down``)."""
+    world = FakeWorld()
+    world.script(job_id, duration=duration)
+    executor = _ControllerDown(inventory, world, down=1000, error=GpusBusyError("GPU busy"))
+    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
+    try:
+        assert loop.run_once(now=now).launched == []
+        yield loop, executor
+    finally:
+        loop.stop()
 
 
 def test_a_launch_the_executor_cannot_make_now_is_made_later(db: Database, tmp_path: Path) -> None:

@@ -11,14 +11,11 @@ from pathlib import Path
 
 import pytest
 from helpers import user_and_nodes
-from test_unlaunchable import _ControllerDown
+from test_unlaunchable import _ControllerDown, busy_launches
 
-from danlu.config import load_settings
 from danlu.core.cluster import Allocation, Cluster
 from danlu.core.state import JobState
 from danlu.core.units import GiB
-from danlu.executors import FakeWorld, GpusBusyError
-from danlu.sched.registry import make_policy
 from danlu.sched.view import Plan, Preempt, Resize
 from danlu.server.db import Database, JobRun
 from danlu.server.reconcile import Reconciler
@@ -108,15 +105,8 @@ def loop_and_job(db: Database, tmp_path: Path) -> Iterator[tuple[Reconciler, _Co
     with db.session() as s:
         alice = user_and_nodes(s, INVENTORY.nodes, NOW)
         job_id = jobs.submit(s, {"name": "waits", **BODY}, alice, now=NOW).id
-    world = FakeWorld()
-    world.script(job_id, duration=1000)
-    executor = _ControllerDown(INVENTORY, world, down=1000, error=GpusBusyError("GPU busy"))
-    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
-    assert loop.run_once(now=NOW).launched == []
-    try:
+    with busy_launches(db, tmp_path, INVENTORY, job_id, 1000, NOW) as (loop, executor):
         yield loop, executor, job_id
-    finally:
-        loop.stop()
 
 
 def test_a_run_moved_while_waiting_is_charged_from_its_launch(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from helpers import user_and_nodes
-from test_unlaunchable import _ControllerDown
+from test_unlaunchable import _ControllerDown, busy_launches
 
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster
@@ -75,15 +75,8 @@ def limited(db: Database, tmp_path: Path) -> Iterator[tuple[Reconciler, _Control
     """A job with a 5-minute ``time_limit`` started at ``NOW`` whose launch the executor
     refuses (its GPU busy with another job's run) until told otherwise (``executor.down``)."""
     [job_id] = _submit(db, {"time_limit": "5m"})
-    world = FakeWorld()
-    world.script(job_id, duration=10_000)
-    executor = _ControllerDown(INVENTORY, world, down=1000, error=GpusBusyError("GPU 0 busy"))
-    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
-    assert loop.run_once(now=NOW).launched == []
-    try:
+    with busy_launches(db, tmp_path, INVENTORY, job_id, 10_000, NOW) as (loop, executor):
         yield loop, executor, job_id
-    finally:
-        loop.stop()
 
 
 def test_the_wait_for_a_launch_counts_nothing_toward_the_time_limit(
