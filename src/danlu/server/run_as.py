@@ -50,31 +50,37 @@ def check_run_as(settings: Settings) -> None:
         )
 
 
+def _refusal(settings: Settings, account: str) -> str | None:
+    """Why no job could run as OS account ``account`` with ``DANLU_RUN_AS=user`` (one this
+    host lacks, root's, or root's equal: :func:`~danlu.executors.accounts.os_account`);
+    None when one could, or when jobs run as the control plane's user."""
+    if settings.run_as != "user":
+        return None
+    try:
+        os_account(account)
+    except InvalidLaunchError as exc:
+        return exc.message
+    return None
+
+
 def check_account(settings: Settings, account: str) -> None:
     """Raise :class:`AdmissionError` (field ``user``) when a job would run as OS account
     ``account`` (its user's, :attr:`~danlu.server.db.models.User.account`) that this host
     lacks, or root's (``DANLU_RUN_AS=user``): refused at submission rather than failed at
     launch."""
-    if settings.run_as != "user":
-        return
-    try:
-        os_account(account)
-    except InvalidLaunchError as exc:
-        raise AdmissionError("user", exc.message) from None
+    refusal = _refusal(settings, account)
+    if refusal is not None:
+        raise AdmissionError("user", refusal)
 
 
 def check_os_user(settings: Settings, os_user: str | None) -> None:
     """Raise :class:`SpecError` (field ``os_user``) when an admin names as a user's
-    ``os_user`` an account no job could run as (``DANLU_RUN_AS=user``: one this host lacks,
-    root's, or root's equal): said as it is set, not first at that user's next submission
-    (:func:`check_account`). None (the account named like the user) is checked at
-    submission only: a user need not run jobs."""
-    if settings.run_as != "user" or os_user is None:
-        return
-    try:
-        os_account(os_user)
-    except InvalidLaunchError as exc:
-        raise SpecError("os_user", exc.message) from None
+    ``os_user`` an account no job could run as (:func:`_refusal`): said as it is set, not
+    first at that user's next submission (:func:`check_account`). None (the account named
+    like the user) is checked at submission only: a user need not run jobs."""
+    refusal = None if os_user is None else _refusal(settings, os_user)
+    if refusal is not None:
+        raise SpecError("os_user", refusal)
 
 
 def close_home(home: Path) -> None:
