@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from danlu.core.errors import SpecError
 from danlu.core.units import MAX_BYTES, MiB, format_bytes
-from danlu.core.values import quoted, range_message
+from danlu.core.values import control_character, quoted, range_message
 
 if TYPE_CHECKING:
     from danlu.core.spec import JobSpec, Resources, TrainingHints
@@ -56,7 +56,8 @@ def check_limits(spec: JobSpec) -> None:
     """Raise :class:`SpecError` for a number the store or the scheduler cannot take
     (PostgreSQL's 32-bit integers and JSON without infinities; sizes within 64 bits), a
     command that can never run (:func:`_check_command`) or an environment variable name no
-    process can be given."""
+    process can be given, or a name or path of the spec holding a control character
+    (:func:`check_printable`)."""
     res, training = spec.resources, spec.training
     limited: list[tuple[str, float | None]] = [
         ("priority", spec.priority),
@@ -118,6 +119,7 @@ def check_limits(spec: JobSpec) -> None:
             "against whatever directory it starts in: write file:///shared/ckpt/run1 or "
             "/shared/ckpt/run1, or leave it out for a directory of the job's own",
         )
+    check_printable(spec)
 
 
 def _check_batch_sizes(training: TrainingHints) -> None:
@@ -245,3 +247,41 @@ def _check_exec_size(spec: JobSpec) -> None:
             f"the command and env come to {total:,} bytes; a launch takes at most "
             f"{MAX_EXEC_TOTAL:,}: pass large data in a file",
         )
+
+
+def printed_text(spec: JobSpec) -> list[tuple[str, str]]:
+    """The spec's names, paths and references as ``(field, text)``: the text fields a job
+    is listed, shown or looked up by (``project``, ``user``, ``resources.gpu_type``,
+    ``workdir``, ``checkpoint_dir``, ``training.model``, ``training.application``) and the
+    names of ``env``. Not the ``command`` nor ``env``'s values, which may hold line breaks
+    and tabs (a ``python -c`` program, a shell script); ``name`` and ``training.family``
+    the spec's own checks restrict."""
+    fields = [("project", spec.project), ("user", spec.user)]
+    fields += [(f"resources.gpu_type.{i}", kind) for i, kind in enumerate(spec.resources.gpu_type)]
+    optional = {
+        "workdir": spec.workdir,
+        "checkpoint_dir": spec.checkpoint_dir,
+        "training.model": spec.training.model,
+        "training.application": spec.training.application,
+    }
+    fields += [(field, text) for field, text in optional.items() if text is not None]
+    fields += [("env", name) for name in spec.env]
+    return fields
+
+
+def check_printable(spec: JobSpec) -> None:
+    """:class:`SpecError` on a field of :func:`printed_text` holding a control character
+    (:func:`~danlu.core.values.control_character`: a line break, a tab, an ESC sequence, a
+    bidirectional override): the spec is stored and shown to whoever lists the job, and
+    names are refused with one elsewhere (a job's name, a token's label, a metric's name).
+    Checked at submission only: a spec stored before still loads."""
+    for field, text in printed_text(spec):
+        char = control_character(text)
+        if char is not None:
+            what = "a variable name" if field == "env" else "this field"
+            raise SpecError(
+                field,
+                f"{what} must not contain control characters (line breaks, tabs, ESC "
+                f"sequences, bidirectional overrides), got {char!r} in {quoted(text)}: "
+                "write it without them",
+            )

@@ -6,7 +6,6 @@ from danlu.core.cluster import MILLI_PER_GPU, Cluster, gpu_type_names
 from danlu.core.errors import SpecError, UnknownNameError
 from danlu.core.spec import AUTO_FAMILY, NO_GPUS, JobSpec, file_url_path
 from danlu.core.units import format_bytes
-from danlu.core.values import control_character, quoted
 from danlu.sched.quota import Usage, minimum_usage
 from danlu.sched.share_size import allowed_sizes
 from danlu.sched.view import JobRequest
@@ -130,47 +129,9 @@ def check_spec_shape(spec: JobSpec) -> None:
             f"{AUTO_FAMILY!r} infers the family from training.model, which is not set: "
             "set training.model to the model's factory or name the family",
         )
-    # a checkpoint_dir file:// URL of a relative path: refused by core's check_limits, which
-    # every submission runs first (jobs.submit, a sweep's trials by parse_spec)
-    check_printable(spec)
-
-
-def printed_text(spec: JobSpec) -> list[tuple[str, str]]:
-    """The spec's names, paths and references as ``(field, text)``: the text fields a job
-    is listed, shown or looked up by (``project``, ``user``, ``resources.gpu_type``,
-    ``workdir``, ``checkpoint_dir``, ``training.model``, ``training.application``) and the
-    names of ``env``. Not the ``command`` nor ``env``'s values, which may hold line breaks
-    and tabs (a ``python -c`` program, a shell script); ``name`` and ``training.family``
-    the spec's own checks restrict."""
-    fields = [("project", spec.project), ("user", spec.user)]
-    fields += [(f"resources.gpu_type.{i}", kind) for i, kind in enumerate(spec.resources.gpu_type)]
-    optional = {
-        "workdir": spec.workdir,
-        "checkpoint_dir": spec.checkpoint_dir,
-        "training.model": spec.training.model,
-        "training.application": spec.training.application,
-    }
-    fields += [(field, text) for field, text in optional.items() if text is not None]
-    fields += [("env", name) for name in spec.env]
-    return fields
-
-
-def check_printable(spec: JobSpec) -> None:
-    """:class:`SpecError` on a field of :func:`printed_text` holding a control character
-    (:func:`~danlu.core.values.control_character`: a line break, a tab, an ESC sequence, a
-    bidirectional override): the spec is stored and shown to whoever lists the job, and
-    names are refused with one elsewhere (a job's name, a token's label, a metric's name).
-    Checked at submission only: a spec stored before still loads."""
-    for field, text in printed_text(spec):
-        char = control_character(text)
-        if char is not None:
-            what = "a variable name" if field == "env" else "this field"
-            raise SpecError(
-                field,
-                f"{what} must not contain control characters (line breaks, tabs, ESC "
-                f"sequences, bidirectional overrides), got {char!r} in {quoted(text)}: "
-                "write it without them",
-            )
+    # a checkpoint_dir file:// URL of a relative path, and control characters in the spec's
+    # names and paths: refused by core's check_limits, which every submission runs first
+    # (jobs.submit, a sweep's trials by parse_spec)
 
 
 def relative_file_url(checkpoint_dir: str) -> bool:
