@@ -5,6 +5,7 @@ the rule of a job or sweep name with the error that says what breaks it (:func:`
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 from typing import Any
@@ -47,26 +48,51 @@ def spec_error(exc: ValidationError, kind: str = "job spec") -> SpecError:
     ``kind``: the spec an unknown field is checked against. pydantic's words that say no fix
     are replaced: a field of another section (``gpus: 2`` at the top level) names where it
     goes; a null (``priority:`` left empty) and a section that is no mapping say so; a key
-    YAML read as no text (``on:``) names the mapping it is in, not ``1``."""
+    YAML read as no text (``on:``) names the mapping it is in, not ``1``; text where a
+    number goes (``cpus: 4 cores``) is shown with what to write; a value that none of a
+    union's types takes (``low: small``), which pydantic reports once a type at the field
+    plus the type's name (``parameters.lr.low.int``), is told once, at the field."""
     errors = exc.errors()
     first = errors[0]
-    field = ".".join(str(p) for p in first["loc"])
+    members = _union_members(errors)
+    loc = first["loc"][:-1] if members else first["loc"]
+    field = ".".join(str(p) for p in loc)
     message = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
     kind_of_error, given = first.get("type", ""), first.get("input")
+    if members:  # one problem, told once per type of the union: said once, for them all
+        errors = errors[len(members) - 1 :]
+        words = dict.fromkeys(
+            _UNION_WORDS[m] for m in members if m != "int" or "float" not in members
+        )
+        message = f"must be {_either(list(words))}, not {quoted(given)}"
+        kind_of_error = "union"
     if kind_of_error == "missing":
         message = "this field is required"
     if kind_of_error == "extra_forbidden":
         message = f"unknown field; check the spelling against the {kind} reference"
-        home = _field_homes().get(str(first["loc"][-1])) if kind == "job spec" else None
         section = ".".join(str(p) for p in first["loc"][:-1])
-        if home is not None and home != field and section in ("", "resources", "training"):
+        home = _home(str(first["loc"][-1]), section) if kind == "job spec" else None
+        if home is not None and home.rpartition(".")[0] == section:  # Priority, gpu-memory
+            message = f"unknown field; did you mean {home}? {message.partition('; ')[2]}"
+        elif home is not None and section in _SECTIONS:
             message = f"unknown field here; it is a field of {_section(home)}: write it as {home}"
     if kind_of_error.endswith("_type") and given is None:  # priority:, resources: (empty)
         message = _NULL + (_NULL_SECTION if kind_of_error == "model_type" else _NULL_VALUE)
     elif kind_of_error == "model_type":  # resources: 2, not "...or instance of Resources"
         message = f"must be a mapping of its fields, e.g. {{field: value}}, not {quoted(given)}"
+    elif kind_of_error == "dict_type":  # parameters: [lr, wd]
+        message = f"must be a mapping, e.g. {{name: value}}, not {quoted(given)}"
+    elif kind_of_error == "list_type":  # command: {python: train.py}
+        message = f"must be a list, e.g. [first, second], not {quoted(given)}"
+    elif kind_of_error in _NUMBER_FIXES:  # cpus: 4 cores, priority: high
+        message = f"{message} (got {quoted(given)}): {_NUMBER_FIXES[kind_of_error]}"
     if not field and ": " in message:
         field, _, message = message.partition(": ")
+    if first["loc"][-1:] == ("[key]",):  # parameters: {1: ...}, a key of a str-keyed dict
+        field = ".".join(str(p) for p in first["loc"][:-1])
+        number = isinstance(given, int | float) and not isinstance(given, bool)
+        fix = f"quote it, '{written_text(given)}'" if number else "quote it"
+        message = f"a key YAML read as {_key_kind(given)}: {fix}"
     if kind_of_error == "invalid_key":  # on: 2, 1: 2; the key is no field, its mapping is
         field = ".".join(str(p) for p in first["loc"][:-1])
         message = f"a key YAML read as {_key_kind(given)}: no field is named so; check the "
@@ -86,10 +112,69 @@ def _field_homes() -> dict[str, str]:
     return {name: prefix + name for prefix, model in sections for name in model.model_fields}
 
 
+_SECTIONS = ("", "resources", "training")
+"""The sections of a job spec whose fields :func:`_field_homes` knows."""
+
+
+def _home(name: str, section: str) -> str | None:
+    """Where the field a job spec names ``name`` in ``section`` (dotted; ``""``: the top
+    level) goes (:func:`_field_homes`): the field of that name, else of that name in lower
+    case with ``_`` for ``-`` and blanks (``Priority``, ``gpu-memory``), else, in a section
+    of :data:`_SECTIONS`, one of the section's fields spelt nearly so (``max_restart``,
+    ``gpu_memroy``); None for a name like no field's (``gpuz``)."""
+    homes = _field_homes()
+    plain = re.sub(r"[-\s]+", "_", name.strip().lower())
+    home = homes.get(name) or homes.get(plain)
+    if home is not None or section not in _SECTIONS:
+        return home
+    here = [field for field, path in homes.items() if path.rpartition(".")[0] == section]
+    close = difflib.get_close_matches(plain, here, n=1, cutoff=0.85)
+    return homes[close[0]] if close else None
+
+
 def _section(path: str) -> str:
     """The section a field's dotted ``path`` lies in, as an error names it."""
     return path.rpartition(".")[0] or "the spec itself (its top level)"
 
+
+_UNION_WORDS = {"str": "text", "int": "a number", "float": "a number", "bool": "a boolean"}
+"""What each type of a union of plain types takes, by the name pydantic adds to an error's
+location for it (``parameters.lr.low.int``)."""
+
+
+def _union_members(errors: list[Any]) -> list[str]:
+    """The types of a union that each refused the first of ``errors``' value (pydantic
+    reports such a value once per type, at its field with the type's name added:
+    ``parameters.lr.low.int``, ``parameters.lr.low.float``), when it is so; else none. Two
+    or more errors in a row at one field's location plus a name of :data:`_UNION_WORDS`,
+    of the same value."""
+    first = errors[0]
+    loc, given = first["loc"], first.get("input")
+    if not loc:  # a check of the whole spec
+        return []
+    members: list[str] = []
+    for error in errors:
+        where = error["loc"]
+        same = len(where) == len(loc) and where[:-1] == loc[:-1]
+        if not (same and where[-1] in _UNION_WORDS and error.get("input") is given):
+            break
+        members.append(str(where[-1]))
+    return members if len(members) > 1 else []
+
+
+def _either(words: list[str]) -> str:
+    """``a``, ``a or b``, ``a, b or c``."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+
+_NUMBER_FIXES = {
+    "int_parsing": "write a whole number, e.g. 4, without a unit",
+    "int_from_float": "write a whole number, e.g. 4",
+    "float_parsing": "write a number, e.g. 4 or 0.5, without a unit or a %",
+}
+"""What to write instead, by pydantic's error type, of text (or a fraction) where a number
+goes: pydantic said only "Input should be a valid number, unable to parse string as a
+number", without the value or the fix."""
 
 _NULL = "is null (YAML reads an empty value, ~ and null so)"
 _NULL_VALUE = ": give it a value (or leave it out, for its default)"

@@ -47,9 +47,15 @@ SPEC_LIMITS: dict[str, tuple[float, float]] = {
     "training.global_batch_size": (1, MAX_BATCH),
     "training.min_batch_size": (1, MAX_BATCH),
     "training.max_batch_size": (1, MAX_BATCH),
+    "resources.memory": (0, MAX_BYTES),
+    "resources.gpu_memory": (0, MAX_BYTES),
+    "training.expected_duration": (0, MAX_DURATION),
+    "deadline": (0, MAX_DURATION),
+    "time_limit": (0, MAX_DURATION),
 }
 """The ranges of a spec's numbers (:func:`check_limits`) by dotted path: an integer beyond
-the store's 2**62 gets its field's own range in the message, as one just over it does."""
+the store's 2**62 gets its field's own range in the message, as one just over it does (a
+size or duration too, not the store's ``-2**62..2**62``, which let a size be negative)."""
 
 
 def check_limits(spec: JobSpec) -> None:
@@ -69,20 +75,18 @@ def check_limits(spec: JobSpec) -> None:
         ("training.min_batch_size", training.min_batch_size),
         ("training.max_batch_size", training.max_batch_size),
     ]
-    bounded: list[tuple[str, float | None, float, float]] = [
-        (field, value, *SPEC_LIMITS[field]) for field, value in limited
-    ]
-    bounded += [
-        ("resources.memory", res.memory, 0, MAX_BYTES),
-        ("training.expected_duration", training.expected_duration, 0, MAX_DURATION),
-        ("deadline", spec.deadline, 0, MAX_DURATION),
-        ("time_limit", spec.time_limit, 0, MAX_DURATION),
+    limited += [
+        ("resources.memory", res.memory),
+        ("training.expected_duration", training.expected_duration),
+        ("deadline", spec.deadline),
+        ("time_limit", spec.time_limit),
     ]
     if isinstance(res.gpu_memory, int):
-        bounded.append(("resources.gpu_memory", res.gpu_memory, 0, MAX_BYTES))
-    for field, value, low, high in bounded:
+        limited.append(("resources.gpu_memory", res.gpu_memory))
+    for field, value in limited:
         if value is None:
             continue
+        low, high = SPEC_LIMITS[field]
         if not math.isfinite(value):
             raise SpecError(field, f"must be a finite number (got {value})")
         if not low <= value <= high:

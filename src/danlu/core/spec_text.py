@@ -23,8 +23,11 @@ def parse_text(text: str, is_json: bool) -> Any:
         return _load_json(text.removeprefix("\ufeff")) if is_json else load_yaml(text)
     except SpecError:
         raise
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+    except json.JSONDecodeError as exc:
         raise SpecError("", f"the job spec is not valid {kind}: {exc}") from None
+    except yaml.YAMLError as exc:
+        fix = yaml_fix(exc)
+        raise SpecError("", f"the job spec is not valid {kind}: {exc}{fix}") from None
     except RecursionError:
         raise SpecError("", f"the job spec nests deeper than {MAX_DEPTH} levels") from None
     except ValueError as exc:  # a date that does not exist, a number of 5,000 digits
@@ -32,6 +35,29 @@ def parse_text(text: str, is_json: bool) -> Any:
         if "integer string conversion" in reason:
             reason = f"a number in it has more than {sys.get_int_max_str_digits():,} digits"
         raise SpecError("", f"the job spec is not valid {kind}: {reason}") from None
+
+
+def yaml_fix(exc: yaml.YAMLError) -> str:
+    """What to do about ``exc``, when it is one of the common slips whose PyYAML words say
+    only what the reader met: a tab (``found character '\\t' that cannot start any
+    token``); a mapping written on its key's line (``resources: gpus: 1``) or a key without
+    a space after its colon (``name:a``), both ``mapping values are not allowed here``; a
+    key indented unlike its siblings (``expected <block end>``). Empty for any other
+    error; else a new line saying the fix, with the line PyYAML names."""
+    problem = str(getattr(exc, "problem", None) or "")
+    mark = getattr(exc, "problem_mark", None)
+    line = f" on line {mark.line + 1}" if isinstance(mark, yaml.Mark) else ""
+    if "'\\t'" in problem:
+        return f"\nYAML indents with spaces, never tabs: replace the tab{line} with spaces"
+    if problem.startswith("mapping values are not allowed"):
+        return (
+            f"\na ': '{line} where YAML takes none: write a mapping on the lines below its "
+            "key, indented, or in braces (resources: {gpus: 1}); quote a value that holds "
+            "': '; give each key above it a space after its colon (name: a, not name:a)"
+        )
+    if problem.startswith("expected <block end>"):
+        return f"\nindent every key of one mapping alike: check the indentation{line}"
+    return ""
 
 
 def _twice(path: str, key: object, lines: str = "", fix: str = "write the key once") -> SpecError:

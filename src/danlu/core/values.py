@@ -102,10 +102,16 @@ def check_values(data: Any, path: str = "", limits: Limits | None = None) -> Non
     An integer beyond 2**62 at a path in ``limits`` is refused with that field's own range
     (``priority: must lie within -1,000,000..1,000,000``), as a smaller one out of range is
     by the spec's checks, rather than with the store's bound."""
-    _check(data, path, 0, [MAX_NODES], limits or {})
+    _check(data, path, 0, [MAX_NODES], limits or {}, set())
 
 
-def _check(data: Any, path: str, depth: int, budget: list[int], limits: Limits) -> None:
+def _check(
+    data: Any, path: str, depth: int, budget: list[int], limits: Limits, within: set[int]
+) -> None:
+    """:func:`check_values` of ``data`` at ``path``; ``within``: the ids of the lists and
+    mappings ``data`` lies in, for a value inside itself (a YAML alias inside its own
+    anchor, ``&c [x, *c]``), refused at the alias, not where its endless nesting first
+    passed :data:`MAX_DEPTH` (``command.1.1.1...``, 32 parts)."""
     budget[0] -= 1
     if budget[0] < 0:
         raise SpecError(
@@ -132,18 +138,28 @@ def _check(data: Any, path: str, depth: int, budget: list[int], limits: Limits) 
             path or "body",
             "is a set (YAML's !!set), which keeps no order: write a list, [a, b]",
         )
+    elif isinstance(data, dict | list | tuple) and id(data) in within:
+        raise SpecError(
+            path or "body",
+            "refers to itself (a YAML alias inside its own anchor, as in &a [x, *a]), a "
+            "value without end: write it out, or alias a value outside the anchor",
+        )
     elif isinstance(data, dict | list | tuple) and depth >= MAX_DEPTH:
         raise SpecError(path or "body", f"nests deeper than {MAX_DEPTH} levels")
-    elif isinstance(data, dict):
-        for key, value in data.items():
-            sub = f"{path}.{key}" if path else str(key)
-            if isinstance(key, bytes | bytearray):
-                raise SpecError(path or "body", f"a key {_BINARY}")
-            check_text(str(key), path or "body", "keys")
-            _check(value, sub, depth + 1, budget, limits)
-    elif isinstance(data, list | tuple):
-        for i, value in enumerate(data):
-            _check(value, f"{path}.{i}" if path else str(i), depth + 1, budget, limits)
+    elif isinstance(data, dict | list | tuple):
+        within.add(id(data))
+        if isinstance(data, dict):
+            for key, value in data.items():
+                sub = f"{path}.{key}" if path else str(key)
+                if isinstance(key, bytes | bytearray):
+                    raise SpecError(path or "body", f"a key {_BINARY}")
+                check_text(str(key), path or "body", "keys")
+                _check(value, sub, depth + 1, budget, limits, within)
+        else:
+            for i, value in enumerate(data):
+                sub = f"{path}.{i}" if path else str(i)
+                _check(value, sub, depth + 1, budget, limits, within)
+        within.discard(id(data))
 
 
 _BINARY = "is binary data (YAML's !!binary), which no field takes: write it as text"
