@@ -41,6 +41,10 @@ class ProjectShare:
 
 
 DEFAULT_SHARE = ProjectShare()
+MAX_WEIGHT = 1e6
+"""The largest weight a project's share may be given (the control plane's too): a fair-share
+round divides by the weights and adds them up, and two projects of weight 1e308 (their sum
+infinite) were each owed no GPU."""
 
 
 def usage_half_life(policy: object) -> float:

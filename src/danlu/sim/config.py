@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from danlu.core.errors import ConfigError
+from danlu.sched.project_usage import MAX_WEIGHT
 from danlu.sched.quota import Quotas
 from danlu.sim.failures import Failures
 from danlu.sim.interference import Interference
@@ -93,6 +94,12 @@ class SimConfig:
         for name, weight in self.project_shares.items():
             if not (math.isfinite(weight) and weight > 0):
                 raise ConfigError(f"project_shares: {name}'s weight must be above 0, not {weight}")
+            if weight > MAX_WEIGHT:
+                raise ConfigError(
+                    f"project_shares (--project-share): {name}'s weight must be at most "
+                    f"{MAX_WEIGHT:,.0f}, not {weight:g}; weights are relative: divide them all "
+                    "by the same number"
+                )
 
     def _check_types(self) -> None:
         """Refuse a setting of the wrong type (given through the Python API) as a

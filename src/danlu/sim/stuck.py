@@ -26,10 +26,11 @@ policy is a function of its view, so asking changes none of its later plans):
    others: it alone;
 6. else the first in submission order: it alone.
 
-When jobs are left, the run goes on without those failed. Each stuck point fails at least
-one job, so the run ends; the choice depends only on the queue (in submission order), the
-cluster and the policy's plans, which are functions of their views, so a seed gives the same
-run.
+A stuck point asks about each set of waiting jobs once (with two waiting, the plan without
+the first is the second's alone, asked already). When jobs are left, the run goes on
+without those failed. Each stuck point fails at least one job, so the run ends; the choice
+depends only on the queue (in submission order), the cluster and the policy's plans, which
+are functions of their views, so a seed gives the same run.
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ class StuckRule:
                 failing.append((job, CANNOT_PLACE))
         if failing or not waiting:
             return failing
+        ask = _remembered(ask)
         alone = [ask([job]) for job in waiting]
         refused = [
             job
@@ -132,3 +134,18 @@ class StuckRule:
                 if ask([*waiting[:index], *waiting[index + 1 :]]).starts:
                     return [(job, HELD_BACK)]
         return [(waiting[0], HEAD_HELD)]
+
+
+def _remembered(ask: AskPolicy) -> AskPolicy:
+    """``ask``, asking the policy once per set of waiting jobs (a plan is a function of its
+    view: with two jobs waiting, the plan without the first is the second's alone)."""
+    plans: dict[tuple[str, ...], Plan] = {}
+
+    def remembered(jobs: Sequence[SimJob]) -> Plan:
+        key = tuple(job.id for job in jobs)
+        plan = plans.get(key)
+        if plan is None:
+            plan = plans[key] = ask(jobs)
+        return plan
+
+    return remembered

@@ -202,6 +202,16 @@ def _crossover(
     return np.where(take_first, first, second), np.where(take_first, second, first)
 
 
+def nothing_to_give(problem: SearchProblem) -> bool:
+    """Whether every candidate the search could hold is the empty allocation: no job may get
+    a replica (``max_replicas`` all 0) on nodes whose capacities are not negative. The
+    repair then clears every candidate (the seeds' and every generation's), so the search
+    would return zeros whatever the generator draws; without this it ran its generations
+    anyway (a stuck simulation asks the policy about each waiting job alone: a job the
+    policy cannot size cost a whole search each time)."""
+    return not problem.max_replicas.any() and bool((problem.capacity >= 0).all())
+
+
 def search(
     problem: SearchProblem,
     seeds: IntArray,
@@ -214,6 +224,8 @@ def search(
     among them), with ``population`` candidates over ``generations`` generations."""
     if problem.jobs == 0 or problem.nodes == 0:  # nothing to search (no node: no GPUs)
         return problem.base.copy()
+    if nothing_to_give(problem):
+        return np.zeros_like(problem.base)
     start = np.repeat(seeds, -(-population // len(seeds)), axis=0)[:population].copy()
     states = repair(problem, start, rng)
     scores = values(problem, states)
