@@ -76,7 +76,7 @@ class SlurmCluster:
             self.run("scontrol", "update", "PartitionName=gpu", "State=UP")
 
 
-def _conf(root: Path, user: str, ports: list[int], socket_path: Path) -> str:
+def _conf(root: Path, user: str, ports: list[int], socket_path: Path, extra: str = "") -> str:
     nodes = "\n".join(
         f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={ports[i + 1]} "
         f"CPUs=2 RealMemory=1000 Gres=gpu:{GPUS_PER_NODE}"
@@ -110,12 +110,13 @@ InactiveLimit=0
 {nodes}
 PartitionName=gpu Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP \
 OverSubscribe=FORCE:8
-"""
+{extra}"""
 
 
 @contextmanager
-def slurm_cluster(root: Path) -> Iterator[SlurmCluster]:
-    """Start munge and Slurm under ``root``; stop them on exit."""
+def slurm_cluster(root: Path, extra_conf: str = "") -> Iterator[SlurmCluster]:
+    """Start munge and Slurm under ``root``, ``extra_conf`` added to ``slurm.conf`` (lines of
+    settings, such as a ``Prolog``); stop them on exit."""
     for sub in ("state", "log", "munge", *(f"spool/{n}" for n in NODES)):
         (root / sub).mkdir(parents=True, exist_ok=True)
     user = getpass.getuser()
@@ -144,7 +145,7 @@ def slurm_cluster(root: Path) -> Iterator[SlurmCluster]:
         devices.append(dev)
     ports = _free_ports(1 + len(NODES))
     conf = root / "slurm.conf"
-    conf.write_text(_conf(root, user, ports, sock))
+    conf.write_text(_conf(root, user, ports, sock, extra_conf))
     (root / "gres.conf").write_text(
         "".join(f"NodeName={n} Name=gpu File={root}/nvidia[0-{GPUS_PER_NODE - 1}]\n" for n in NODES)
     )
@@ -165,17 +166,44 @@ def slurm_cluster(root: Path) -> Iterator[SlurmCluster]:
             time.sleep(0.2)
         yield cluster
     finally:
+        # read before the shutdown: a daemon removes its pid file as it exits, and one that
+        # hung after that was left running
+        pid_files = [root / "slurmctld.pid", *(root / f"slurmd-{n}.pid" for n in NODES)]
+        pids = [_pid(pid_file) for pid_file in pid_files]
         subprocess.run(["scontrol", "shutdown"], env=env, capture_output=True, check=False)
-        for pid_file in [root / "slurmctld.pid", *(root / f"slurmd-{n}.pid" for n in NODES)]:
-            _wait_gone(pid_file)
+        for pid in pids:
+            _wait_gone(pid)
+        for pid in _step_daemons(conf):  # their slurmd is gone: none ends them now
+            with suppress(ProcessLookupError):
+                os.kill(pid, 9)
         subprocess.run([munged[0], "--stop", f"--socket={sock}"], capture_output=True, check=False)
 
 
-def _wait_gone(pid_file: Path, timeout: float = 10.0) -> None:
-    """Wait for the daemon of ``pid_file`` to exit; kill it when it does not."""
+def _pid(pid_file: Path) -> int | None:
+    """The pid in ``pid_file``, None when it cannot be read."""
     try:
-        pid = int(pid_file.read_text().strip())
+        return int(pid_file.read_text().strip())
     except (OSError, ValueError):
+        return None
+
+
+def _step_daemons(conf: Path) -> list[int]:
+    """The ``slurmstepd`` processes of the cluster of ``conf`` (their ``SLURM_CONF``)."""
+    found = []
+    wanted = f"SLURM_CONF={conf}".encode()
+    for entry in Path("/proc").iterdir():
+        try:
+            step = entry.name.isdigit() and (entry / "comm").read_text().strip() == "slurmstepd"
+            if step and wanted in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def _wait_gone(pid: int | None, timeout: float = 10.0) -> None:
+    """Wait for the daemon ``pid`` to exit; kill it when it does not."""
+    if pid is None:
         return
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

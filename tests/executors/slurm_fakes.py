@@ -22,11 +22,12 @@ class Printed(SlurmCommands):
     """Slurm's commands, each printing ``printed[KEY]`` instead of running (KEY: the
     program, or ``scontrol show WHAT``); a :class:`SlurmError` there is raised instead.
     ``asked`` records every KEY asked but ``scancel``, whose argv ``cancels`` records (it
-    prints nothing)."""
+    prints nothing). ``scontrol show job`` prints nothing unless given (Slurm has forgotten
+    the job: a stop's SIGTERM is sent without a look at when Slurm last resumed it)."""
 
     def __init__(self, printed: Mapping[str, str | SlurmError]) -> None:
         super().__init__({})
-        self.printed = dict(printed)
+        self.printed = {"scontrol show job": "", **printed}
         self.asked: list[str] = []
         self.cancels: list[list[str]] = []
 

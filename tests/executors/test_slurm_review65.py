@@ -137,6 +137,9 @@ class Recorded(SlurmCommands):
     def jobs(self, job_ids: Iterable[int]) -> dict[int, SlurmJob]:
         return {i: SlurmJob(i, "RUNNING", "None") for i in job_ids}
 
+    def job(self, job_id: int) -> SlurmJob | None:
+        return SlurmJob(job_id, "RUNNING", "None")  # never suspended
+
     def cancel(self, job_id: int, signal: str | None = None, *, full: bool = False) -> None:
         self.cancels.append((job_id, signal))
         if len(self.cancels) <= self.fail:

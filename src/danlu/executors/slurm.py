@@ -19,11 +19,13 @@ filesystem the nodes share, as Slurm clusters' home directories are.
   a failure), apart from the executor's records (``runs/JOB_ID/``, emptied at each launch),
   and deleted with the job's log when the job is discarded (:meth:`SlurmExecutor.discard`).
 
-- **Environment.** The submission's environment is the job's: ``base_env`` and the job's own
-  ``env`` (without ``SLURM_*``, ``SBATCH_*``, ``SRUN_*`` or ``SALLOC_*`` variables, which would
-  change the submission: another partition, other nodes), the danlu job environment on top
-  (DESIGN.md, "Job environment"), exported whole (``--export=ALL``). The job's token is
-  therefore kept by Slurm with the job, as Slurm keeps every job's environment.
+- **Environment.** The job's environment is ``base_env`` and the job's own ``env`` (without
+  ``SLURM_*``, ``SBATCH_*``, ``SRUN_*`` or ``SALLOC_*`` variables, which would change the
+  submission: another partition, other nodes), the danlu job environment on top (DESIGN.md,
+  "Job environment"). It reaches the nodes in the run's task file
+  (:mod:`~danlu.executors.slurm_task`), not through ``sbatch``, which runs on the control
+  plane's host with the commands' own environment; only the job's token, kept off disk, is
+  exported through it (``--export=DANLU_TOKEN``), and Slurm keeps it with the job.
 - **Stopping.** A preemption or a cancel sends SIGTERM to the job's processes
   (``scancel --signal=TERM``, the steps only: a SIGTERM to ``srun`` itself would kill the
   tasks) and, when it has not exited after the grace, SIGKILL (``--signal=KILL --full``).
@@ -31,8 +33,9 @@ filesystem the nodes share, as Slurm clusters' home directories are.
   again at the next polls until it is, the grace still counted from the request; to a job
   seen suspended, only once it has been seen running again for
   :data:`~danlu.executors.slurm_stops.RESUME_SETTLE` seconds (its step resumes on the node
-  after the controller reports it running, and drops a SIGTERM before). A run Slurm has not started
-  yet is cancelled at once.
+  after the controller reports it running, and drops a SIGTERM before); so is one Slurm
+  reports resumed just before (``SuspendTime``), though no poll saw it suspended. A run Slurm
+  has not started yet is cancelled at once.
 - **Pending.** A run Slurm keeps ``PENDING`` (its partition down, the job held) is
   reported running with Slurm's reason in its message and no start time; one not started
   ``pending_limit`` seconds after its submission is cancelled and ends as a failed launch.
@@ -165,6 +168,7 @@ def _launch_fields() -> dict[str, records.Check]:
     fields["term_due"] = number
     fields["suspended_at"] = number  # when its job was last seen SUSPENDED (slurm_stops)
     fields["resumed_at"] = number  # and first seen RUNNING since
+    fields["slurm_resumed_at"] = number  # Slurm's time of a resume no poll saw, waited for
     fields["gave_up_at"] = number  # when the executor cancelled the run Slurm kept waiting
     fields["pending_reason"] = lambda v: isinstance(v, str)  # Slurm's reason then
     fields["pending_state"] = lambda v: isinstance(v, str)  # and its state (slurm_waiting)
@@ -665,8 +669,8 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         :func:`~danlu.executors.slurm_stops.enforce_stop` at the polls, and so does the
         SIGTERM when it cannot be sent now (the controller unreachable: the error is raised,
         and the SIGTERM sent again at the next polls until Slurm takes it; the job suspended,
-        :data:`~danlu.executors.slurm_stops.SUSPENDED`: sent once Slurm runs it again, and
-        its step surely too, :func:`~danlu.executors.slurm_stops.term_held`)."""
+        :data:`~danlu.executors.slurm_stops.SUSPENDED`, or just resumed: sent once Slurm
+        runs it again, and its step surely too, :func:`~danlu.executors.slurm_stops.send_term`)."""
         slurm_id, state = self._run_state(run_dir, launch)
         if slurm_id is None:  # not in Slurm yet: cancelled or signalled by the poll finding it
             if grace > 0:
@@ -682,9 +686,8 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             now = self._clock()
             slurm_stops.note_suspension(run_dir, launch, state, now)
             slurm_stops.term_due(run_dir, launch)
-            if not slurm_stops.term_held(launch, state, now):  # else sent at the polls
-                self._commands.cancel(slurm_id, "TERM")
-                slurm_stops.term_sent(run_dir, launch)
+            if state.state != slurm_stops.SUSPENDED:  # else sent at the polls (refused now)
+                slurm_stops.send_term(self._commands, run_dir, launch, slurm_id, now)
 
 
 def slurm_pattern(path: str) -> str:

@@ -8,7 +8,8 @@ carries it on: the stop request (``stop.json``: why, the grace, when it was aske
 the launch record's ``term_due`` (the ``requested_at`` of the stop whose SIGTERM is not sent
 yet), ``gang_stopped_at`` and ``gang_grace`` (when the executor stopped the nodes itself, and
 with what grace), ``suspended_at`` and ``resumed_at`` (when its job was last seen suspended,
-and first seen running since: :func:`note_suspension`). Every function here acts through
+and first seen running since: :func:`note_suspension`; ``slurm_resumed_at``, Slurm's time
+of a resume no poll saw, waited for: :func:`send_term`). Every function here acts through
 ``commands`` (``scancel``) and writes the launch record as well as the disk allows
 (:func:`~danlu.executors.records.save_launch`).
 """
@@ -39,6 +40,11 @@ SIGTERM is sent to it: after ``scontrol resume`` the controller reports the job 
 once, but the node's ``slurmstepd`` resumes the step up to about a second later, and a
 SIGTERM that reaches the step before is dropped though ``scancel`` succeeded (the job would
 be SIGKILLed at the end of its grace without checkpointing)."""
+RESUME_RECENT = 30.0
+"""Seconds within which a resume Slurm reports (a running job's ``SuspendTime``) holds a
+SIGTERM for :data:`RESUME_SETTLE` seconds (:func:`send_term`), though no poll saw the job
+suspended: the time is Slurm's, to the second, and the controller's clock may be a little
+off danlu's; a resume longer ago surely reached the step."""
 KILL_BATCH_AFTER = 10.0
 """Seconds after a stop's grace at which the batch script is killed too, not only the job's
 processes (whose end ends it)."""
@@ -72,10 +78,9 @@ def gang_stop(
     launch["gang_grace"] = max(0.0, grace)
     launch["gang_stopped_at"] = launch["term_due"] = now
     save_launch(run_dir, launch)  # else stopped again at the next poll
-    if resuming(launch, now):
-        return  # sent at the polls once the step surely runs again
-    commands.cancel(slurm_id, "TERM")  # failed: sent again at the polls
-    term_sent(run_dir, launch)
+    # held (a resume): sent at the polls once the step surely runs; failed: raised, and sent
+    # again at the polls
+    send_term(commands, run_dir, launch, slurm_id, now)
 
 
 def gang_stop_request(launch: Mapping[str, Any]) -> dict[str, Any]:
@@ -104,7 +109,7 @@ def enforce_stop(
     held after a requeue: nothing of it runs); SIGTERM a running one whose SIGTERM could not
     be sent yet (its launch record's ``term_due`` is the stop's ``requested_at``; a failure
     is logged and tried again at the next poll; one resumed from a suspension only once its
-    step surely runs again: :func:`resuming`); SIGKILL the processes of one whose grace is
+    step surely runs again: :func:`send_term`); SIGKILL the processes of one whose grace is
     over, and the batch script too :data:`KILL_BATCH_AFTER` seconds later (a run stopped
     before its step started has no processes of its own yet). The grace counts from the
     request, however late its SIGTERM was sent.
@@ -132,16 +137,84 @@ def enforce_stop(
     if (
         overdue < 0
         and state.state == "RUNNING"
-        and not resuming(launch, now)
         and launch.get("term_due") == stop.get("requested_at")
     ):
         try:
-            commands.cancel(slurm_id, "TERM")
+            send_term(commands, run_dir, launch, slurm_id, now)
         except SlurmError as exc:
             log.warning("cannot send SIGTERM to Slurm job %s yet: %s", slurm_id, exc)
-            return ""
-        term_sent(run_dir, launch)
     return ""
+
+
+def send_term(
+    commands: SlurmCommands,
+    run_dir: Path,
+    launch: dict[str, Any],
+    slurm_id: int,
+    now: float,
+) -> bool:
+    """Send the due SIGTERM of the run's stop to its job's steps (``scancel --signal=TERM``)
+    at ``now`` and record it sent (:func:`term_sent`), unless its step may not run yet and
+    would drop it; returns whether it was sent. Held, it stays due (``term_due``), and
+    :func:`enforce_stop` sends it at a later poll.
+
+    It is held while the job was seen resuming (:func:`resuming`), and when Slurm, asked
+    afresh (``scontrol show job``), reports the job :data:`SUSPENDED` (recorded:
+    :func:`note_suspension`) or resumed within :data:`RESUME_RECENT` seconds by a resume no
+    poll saw (one between two polls, or just before the stop): that resume is recorded as
+    first seen now (``resumed_at``; ``slurm_resumed_at``: Slurm's time of it, waited for
+    once) and the SIGTERM waits :data:`RESUME_SETTLE` seconds. A suspend or resume Slurm
+    reports between that look and the ``scancel`` may have dropped the SIGTERM: it is sent
+    again once the step surely runs (the job may then get two). A :class:`SlurmError` is
+    raised, the SIGTERM still due."""
+    if resuming(launch, now):
+        return False
+    before = commands.job(slurm_id)
+    if before is not None and _resume_unseen(run_dir, launch, before, now):
+        return False
+    commands.cancel(slurm_id, "TERM")
+    after = commands.job(slurm_id) if before is not None else None
+    if before is not None and after is not None and after.suspend_time != before.suspend_time:
+        log.warning(
+            "Slurm job %s was suspended or resumed as its SIGTERM was sent, which its step "
+            "may have dropped: sent again once the step surely runs",
+            slurm_id,
+        )
+        _resume_unseen(run_dir, launch, after, now)
+        return False
+    term_sent(run_dir, launch)
+    return True
+
+
+def _resume_unseen(run_dir: Path, launch: dict[str, Any], job: SlurmJob, now: float) -> bool:
+    """Whether a SIGTERM to the run's job, as Slurm reports it afresh in ``job`` at ``now``,
+    must wait for its step (:func:`send_term`): the job is :data:`SUSPENDED`, or was resumed
+    within :data:`RESUME_RECENT` seconds by a resume not seen yet (after the last one a poll
+    saw running, ``resumed_at``, and not one waited for already, ``slurm_resumed_at``).
+    Either is recorded in the launch record, for :func:`resuming`."""
+    if job.state == SUSPENDED:
+        note_suspension(run_dir, launch, job, now)
+        return True
+    resumed = job.suspend_time
+    if (
+        job.state != "RUNNING"
+        or resumed is None
+        or now - resumed >= RESUME_RECENT
+        or resumed == launch.get("slurm_resumed_at")
+        or resumed <= launch.get("resumed_at", -float("inf"))
+    ):
+        return False
+    log.info(
+        "Slurm job %s was resumed at %s: its SIGTERM waits %s s for its step to run again",
+        job.job_id,
+        resumed,
+        RESUME_SETTLE,
+    )
+    launch["slurm_resumed_at"] = resumed
+    launch["suspended_at"] = min(resumed, now)
+    launch["resumed_at"] = now
+    save_launch(run_dir, launch)  # else a restarted executor sends the SIGTERM too soon
+    return True
 
 
 def refused(slurm_id: int, exc: SlurmError) -> str:
@@ -192,10 +265,3 @@ def resuming(launch: Mapping[str, Any], now: float) -> bool:
     if "suspended_at" not in launch:
         return False
     return now - float(launch.get("resumed_at", now)) < RESUME_SETTLE
-
-
-def term_held(launch: Mapping[str, Any], state: SlurmJob, now: float) -> bool:
-    """Whether a SIGTERM to the run's job, in ``state``, must wait (:func:`enforce_stop`
-    sends it at a later poll): Slurm refuses it to a :data:`SUSPENDED` job, and one just
-    resumed may drop it (:func:`resuming`)."""
-    return state.state == SUSPENDED or resuming(launch, now)

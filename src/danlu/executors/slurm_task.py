@@ -24,7 +24,9 @@ Slurm signals every process of the step when the job is preempted or cancelled, 
 included; this task ignores SIGTERM itself and waits, for the command and then for the rest
 of its process group: a ``/bin/sh -c`` wrapper dies of the SIGTERM at once while the program
 it started still writes its checkpoint, and Slurm kills what is left of the step once this
-task has exited (the executor's SIGKILL at the end of the grace ends both). It writes the
+task has exited (the executor's SIGKILL at the end of the grace ends both). A stop recorded
+before the command started, whose SIGTERM reached none of its processes, is sent to the
+command once started (:func:`stop_asked`). It writes the
 job's exit on this node to ``RUN_DIR/exit-NODE.json`` (``{"exit_code": N, "finished_at":
 T}``; ``128 + S`` for a death from signal S) and exits with that status, which ``srun`` and
 the batch script pass on; but for a checkpoint (exit 75, once recorded), for which it exits 0:
@@ -48,6 +50,7 @@ under ``python -I``, where danlu need not be importable.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import signal
@@ -143,6 +146,18 @@ def task_env(task: dict[str, object], env: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def stop_asked(run_dir: Path) -> bool:
+    """Whether a stop of the run is recorded (``RUN_DIR/stop.json`` with a ``reason``, which
+    the executor writes before it sends the stop's SIGTERM). Read before the command starts:
+    Slurm sends a SIGTERM only to the processes of the job's steps running then, so one sent
+    before this task ran (the job in its ``Prolog``, which Slurm reports ``RUNNING``, or its
+    step being launched) reached no process of the command's, and the command would have run
+    on to the SIGKILL at the end of the stop's grace. The task sends it to the command as soon
+    as it is started, as it does a SIGTERM that reached the task itself before then."""
+    stop = supervise.read_json(run_dir / supervise.STOP)
+    return stop is not None and "reason" in stop
+
+
 def main(argv: list[str]) -> int:
     """Run the job's command on this node; return its exit status."""
     if len(argv) != 2:
@@ -169,6 +184,7 @@ def main(argv: list[str]) -> int:
         signal.signal(sig, note)
     workdir = task.get("workdir")
     subreaper = supervise.set_subreaper()
+    asked = stop_asked(run_dir)
     try:
         cwd = workdir if isinstance(workdir, str) else None
         child = subprocess.Popen(command, env=env, cwd=cwd)
@@ -176,6 +192,10 @@ def main(argv: list[str]) -> int:
         print(f"danlu: cannot start {command[0]!r} on {node}: {exc}", file=sys.stderr, flush=True)
         code = 127
     else:
+        if asked or stopped:  # its SIGTERM reached no process of the command's: sent now
+            with contextlib.suppress(ProcessLookupError):
+                child.send_signal(signal.SIGTERM)
+            stopped.append(signal.SIGTERM)
         code = _wait(child, stopped, subreaper)
     orphan_guard.end_descendants(subreaper)
     # The job is over: a SIGTERM from now on (the gang stop this record brings, sent to the

@@ -195,6 +195,10 @@ class SlurmJob:
     """The nodes it runs on (``scontrol``'s ``NodeList``, a Slurm hostlist: ``n[1-3]``), or,
     not started yet, those it asked for (``ReqNodeList``); empty when neither is known (or
     not read: ``squeue``'s)."""
+    suspend_time: float | None = None
+    """When Slurm last suspended or resumed it (``scontrol``'s ``SuspendTime``, to the
+    second): of a running job, its last resume. None when it never was, or not read
+    (``squeue``'s)."""
 
     @property
     def running(self) -> bool:
@@ -339,6 +343,7 @@ def job_from_fields(fields: Mapping[str, str]) -> SlurmJob:
             ),
             "",
         ),
+        suspend_time=_time(fields.get("SuspendTime")),
     )
 
 
