@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers import record_round, user_and_nodes
-from sqlalchemy import event
+from sqlalchemy import event, update
 
 from danlu.core.cluster import Allocation, GpuShare, Node, gpu_type
 from danlu.core.errors import PlacementError
@@ -18,7 +18,7 @@ from danlu.core.units import GiB
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.registry import make_policy
 from danlu.sched.view import Plan, Preempt, Rebatch, Resize, Start, usage_from_allocations
-from danlu.server.db import Database
+from danlu.server.db import Database, Job
 from danlu.server.services import cluster, jobs, nodes, projects, record, users, view
 
 NOW = 1_000_000.0
@@ -382,6 +382,9 @@ def test_status_cache_reuses_unchanged_jobs_and_never_goes_stale(seeded: Databas
     with seeded.session() as s:  # a start: a new status for the started job only
         whole = Allocation((GpuShare(0, 0, 1000, H100),))
         record.apply_plan(s, Plan(starts=(Start(a, whole),)), NOW + 12)
+        # launched, as the launch loop records it (a Core UPDATE: the version stays); a run
+        # waiting for its launch has run 0 s at each snapshot, a status of its time
+        s.execute(update(Job).where(Job.id == a).values(launched_attempt=Job.attempt))
     started = snapshot(NOW + 13)
     assert started[a] is not again[a] and started[a].running
     assert started[b] is again[b] and started[c] is again[c]

@@ -3,13 +3,14 @@ a record that fails them (422 naming ``metrics.<i>``), and by danlu.train's repo
 leaves such a record out before it sends, so that the others of its request are stored.
 
 A record is a JSON object with an integer ``step`` (0..2**62), an optional ``time`` (POSIX
-seconds) and flat values: numbers (integers within 2**62; NaN and infinities become null),
-strings and names without NUL or lone surrogates, booleans and null; at most
-:data:`MAX_RECORD_BYTES` of JSON besides ``step`` and ``time``. A ``checkpoint_step`` value
-that is a number is a whole one within 0..2**62 (``7.0`` is read as 7). A name holds no
-control character (:func:`control_character`): an admin's ``danlu metrics`` prints the names
-a job's owner chose, and an ESC sequence or a line break there would act on the admin's
-terminal (a string value may hold them: tables show them as escapes, :func:`visible`).
+seconds; null is absent: the time it is checked) and flat values: numbers (integers within
+2**62; NaN and infinities become null), strings and names without NUL or lone surrogates,
+booleans and null; at most :data:`MAX_RECORD_BYTES` of JSON besides ``step`` and ``time``. A
+``checkpoint_step`` value that is a number is a whole one within 0..2**62 (``7.0`` is read
+as 7). A name holds no control character (:func:`control_character`): an admin's ``danlu
+metrics`` prints the names a job's owner chose, and an ESC sequence or a line break there
+would act on the admin's terminal (a string value may hold them: tables show them as
+escapes, :func:`visible`).
 
 An integer written with more digits than Python converts from text
 (``sys.get_int_max_str_digits()``, 4,300 by default) is read by :func:`parse_json`, the API's
@@ -111,7 +112,7 @@ RECORD_FIELDS = ("step", "time")
 
 
 def check_record(record: Any, where: str, now: float) -> MetricRecord:
-    """``record`` as stored (``time`` defaults to ``now``), or :class:`RecordError` naming
+    """``record`` as stored (``time`` absent or null: ``now``), or :class:`RecordError` naming
     the first field that fails (``where``, say ``metrics.5``, prefixes the field; a fault of
     the whole record names ``where`` itself). The checks run in a fixed order (step, time,
     names, values, size, checkpoint step), so the API and the reporter name the same one."""
@@ -120,7 +121,8 @@ def check_record(record: Any, where: str, now: float) -> MetricRecord:
     step = record.get("step")
     if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_INT:
         raise RecordError(_at(where, "step"), f"an integer step in 0..{MAX_INT} is required")
-    when = _seconds(record.get("time", now), _at(where, "time"))
+    given_time = record.get("time")
+    when = _seconds(now if given_time is None else given_time, _at(where, "time"))
     for key in record:
         check_metric_name(str(key), where)
     data = {

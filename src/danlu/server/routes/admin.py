@@ -40,6 +40,7 @@ from danlu.server.routes.schemas import (
     UserPatch,
     nodes_out,
     project_out,
+    sees_holder,
     token_out,
     user_out,
 )
@@ -118,7 +119,7 @@ def update_project(name: str, body: ProjectPatch, user: Caller, state: State) ->
 def list_nodes(user: Caller, state: State) -> list[dict[str, Any]]:
     """Nodes and GPUs with what is allocated on each GPU."""
     with state.db.read_session() as session:
-        return nodes_out(cluster.list_nodes(session), cluster.list_shares(session))
+        return nodes_out(cluster.list_nodes(session), cluster.list_shares(session), user)
 
 
 @router.post("/cluster/nodes/{name}/cordon", response_model=NodeOut, tags=["cluster"])
@@ -177,11 +178,13 @@ def _change_node(
 
 @router.get("/cluster/allocations", response_model=list[AllocationOut], tags=["cluster"])
 def list_allocations(user: Caller, state: State) -> list[dict[str, Any]]:
-    """Every GPU share held by a running (or checkpointing) job."""
+    """Every GPU share held by a running (or checkpointing) job; a non-admin gets their own
+    jobs' (as ``GET /jobs`` lists them; ``GET /cluster/nodes`` shows what the others hold)."""
     with state.db.read_session() as session:
         return [
             {"job_id": s.job_id, "node": s.node, "gpu": s.gpu, "milli": s.milli, "memory": s.memory}
             for s in cluster.list_shares(session)
+            if sees_holder(user, s)
         ]
 
 

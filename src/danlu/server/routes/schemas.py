@@ -145,6 +145,11 @@ class GpuOut(BaseModel):
     allocated_memory: int
     allocated_milli: int
     jobs: list[str]
+    """The ids of the jobs holding a share of it: for a non-admin, their own jobs' only
+    (``GET /jobs`` shows them no other user's job); ``other_jobs`` counts the rest."""
+    other_jobs: int = 0
+    """The jobs of other users holding a share of it, whose ids ``jobs`` leaves out for a
+    non-admin (0 for an admin, who sees every id)."""
     state: str = "ready"
     cordoned_at: float | None = None
     cordon_reason: str = ""
@@ -509,11 +514,15 @@ def user_out(user: User) -> dict[str, Any]:
     }
 
 
-def nodes_out(nodes: list[Node], shares: list[ShareRecord]) -> list[dict[str, Any]]:
+def nodes_out(
+    nodes: list[Node], shares: list[ShareRecord], viewer: User | None = None
+) -> list[dict[str, Any]]:
     """The inventory with, per GPU, the memory and compute allocated and the jobs holding it.
     A GPU the last reading lacked, kept for an admin's cordon (memory
     :data:`~danlu.server.services.cluster.ABSENT`), is left out, as ``GET /cluster/nodes``
-    leaves it out: a cordon's reply listed it with ``memory: -1``."""
+    leaves it out: a cordon's reply listed it with ``memory: -1``. A non-admin ``viewer``
+    sees the ids of their own jobs only, the others' counted in ``other_jobs`` (as
+    ``GET /jobs`` lists them no other user's job); None or an admin: every id."""
     by_gpu: dict[tuple[str, int], list[ShareRecord]] = {}
     for share in shares:
         by_gpu.setdefault((share.node, share.gpu), []).append(share)
@@ -524,6 +533,8 @@ def nodes_out(nodes: list[Node], shares: list[ShareRecord]) -> list[dict[str, An
             if gpu.memory == ABSENT:
                 continue
             held = by_gpu.get((node.name, gpu.index), [])
+            holders = {s.job_id for s in held}
+            shown = {s.job_id for s in held if sees_holder(viewer, s)}
             gpus.append(
                 {
                     "index": gpu.index,
@@ -531,7 +542,8 @@ def nodes_out(nodes: list[Node], shares: list[ShareRecord]) -> list[dict[str, An
                     "memory": gpu.memory,
                     "allocated_memory": sum(s.memory for s in held),
                     "allocated_milli": min(MILLI_PER_GPU, sum(s.milli for s in held)),
-                    "jobs": sorted({s.job_id for s in held}),
+                    "jobs": sorted(shown),
+                    "other_jobs": len(holders - shown),
                     "state": node_state(gpu),
                     "cordoned_at": gpu.cordoned_at,
                     "cordon_reason": gpu.cordon_reason,
@@ -557,6 +569,12 @@ def nodes_out(nodes: list[Node], shares: list[ShareRecord]) -> list[dict[str, An
             }
         )
     return out
+
+
+def sees_holder(viewer: User | None, share: ShareRecord) -> bool:
+    """Whether ``viewer`` (None: the control plane itself) may see the id of the job holding
+    ``share``: an admin, or the job's owner."""
+    return viewer is None or viewer.is_admin or share.user_id == viewer.id
 
 
 TERMINAL = frozenset(s.value for s in JobState if s.terminal)
@@ -613,6 +631,15 @@ class WebhookIn(_In):
     states: list[StateName] | None = Field(default=None, max_length=7)
     project: str | None = Field(default=None, max_length=63)
     user: str | None = Field(default=None, max_length=64)
+
+    @field_validator("states", mode="before")
+    @classmethod
+    def _states_in_any_case(cls, value: Any) -> Any:
+        """The state names in any case, as ``GET /jobs?state=`` reads them (``Failed`` is
+        ``FAILED``); what is not a name is left for the check, which lists the valid ones."""
+        if isinstance(value, list):
+            return [name.upper() if isinstance(name, str) else name for name in value]
+        return value
 
 
 class WebhookOut(BaseModel):

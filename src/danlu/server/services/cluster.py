@@ -29,6 +29,8 @@ class ShareRecord:
     gpu: int
     milli: int
     memory: int
+    user_id: int | None = None
+    """The id of the job's owner (who may see the job's id: its owner and the admins)."""
 
 
 ABSENT: Final = -1
@@ -293,10 +295,14 @@ def load_cluster(session: Session, memo: InventoryMemo | None = None) -> Cluster
 def list_shares(session: Session) -> list[ShareRecord]:
     """Every GPU share held now (RUNNING and PREEMPTING jobs), by node and GPU."""
     holding = (JobState.RUNNING.value, JobState.PREEMPTING.value)
-    rows = session.execute(select(Job.id, Job.state, Job.allocation).where(Job.state.in_(holding)))
+    rows = session.execute(
+        select(Job.id, Job.state, Job.allocation, Job.user_id).where(Job.state.in_(holding))
+    )
     out = [
-        ShareRecord(job_id, state, s["node"], int(s["gpu"]), int(s["milli"]), int(s["memory"]))
-        for job_id, state, allocation in rows
+        ShareRecord(
+            job_id, state, s["node"], int(s["gpu"]), int(s["milli"]), int(s["memory"]), user_id
+        )
+        for job_id, state, allocation, user_id in rows
         for s in allocation or ()
     ]
     return sorted(out, key=lambda r: (r.node, r.gpu, r.job_id))

@@ -178,7 +178,7 @@ def ingest(
     run_token: bool = False,
 ) -> int:
     """Store ``records`` for ``job``; each needs an integer ``step`` (>= 0) and may carry a
-    ``time`` (POSIX seconds; default now) and flat scalar values
+    ``time`` (POSIX seconds; absent or null: now) and flat scalar values
     (:func:`~danlu.core.metric_record.check_record`, which danlu.train's reporter runs
     too). One record that fails refuses the whole batch (:class:`SpecError` naming
     ``metrics.<i>``): nothing of it is stored. A ``checkpoint_step`` value

@@ -43,7 +43,7 @@ from danlu.server.services.projects import (
     quota_excess,
     with_quota,
 )
-from danlu.server.services.usage import RecentUsage
+from danlu.server.services.usage import RecentUsage, unlaunched_jobs
 from danlu.server.services.user_quotas import UserQuota
 
 ShareDict = dict[str, int | str]
@@ -382,7 +382,9 @@ def build_snapshot(
     those held while running.
     ``cache``: reuse the statuses of unchanged jobs (see :class:`StatusCache`); only the rows
     of the others are loaded whole. The view's projects carry their fair-share weights and,
-    with ``recent``, their recent usage.
+    with ``recent``, their recent usage. A run waiting for its launch has run nothing yet
+    (:func:`_from_launch`; the jobs are ``recent``'s :attr:`RecentUsage.unlaunched`, read
+    without it).
 
     The key rows are read on the session's connection (Core rows, no ORM row processing:
     at 12,000 jobs that was a tenth of the round), after a flush of what the session holds."""
@@ -425,6 +427,12 @@ def build_snapshot(
             if entry is None or entry.status is None
         )
         raise PlacementError(f"job {lost} holds GPUs but its row could not be read")
+    unlaunched = recent.unlaunched if recent is not None else unlaunched_jobs(session)
+    if unlaunched:  # not cached: the launch is no change of the job's key row
+        running_jobs = [
+            _from_launch(status, t) if status.id in unlaunched else status
+            for status in running_jobs
+        ]
     preempting = frozenset(
         status.id
         for row, status in zip(held, running_jobs, strict=True)
@@ -526,6 +534,18 @@ def build_snapshot(
             drains[status.id] = HELD_DRAIN
     by_id = {quotas[name].id: gpus for name, gpus in user_used.items()}
     return Snapshot(view, withheld, usage, quotas, by_id, drains)
+
+
+def _from_launch(status: JobStatus, now: float) -> JobStatus:
+    """The status of a run waiting for its launch
+    (:func:`~danlu.server.services.jobs.waits_for_launch`) as of ``now``: its run counts
+    from its launch (which moves the job's ``last_start`` to then), as its GPU-hours and its
+    time limit do, so at ``now`` it has run 0 s and attained nothing more: a policy takes
+    no wait for GPUs another run holds for run time (fair share's minimum run time,
+    tiresias' attained service, the estimates of the work done)."""
+    if status.last_start is None or status.last_start >= now:
+        return status
+    return replace(status, last_start=now)
 
 
 def _project_shares(

@@ -169,9 +169,10 @@ def _check_host(shown: str, parsed: httpx.URL) -> None:
 
 
 def check_states(states: Sequence[str] | None) -> list[str]:
-    """The job states named, in the state table's order (the default when ``states`` is
-    None: left out). An empty list is refused: a webhook that hears of no state is a
-    mistake, and taking it for the default told the endpoint of what it did not ask for."""
+    """The job states named (in any case), in the state table's order (the default when
+    ``states`` is None: left out). An empty list is refused: a webhook that hears of no
+    state is a mistake, and taking it for the default told the endpoint of what it did not
+    ask for."""
     if states is None:
         return list(DEFAULT_STATES)
     if not states:
@@ -181,12 +182,14 @@ def check_states(states: Sequence[str] | None) -> list[str]:
             + ", ".join(DEFAULT_STATES),
         )
     known = [s.value for s in JobState]
-    for index, state in enumerate(states):
+    named = [str(state).upper() for state in states]  # any case, as GET /jobs?state= reads
+    for index, state in enumerate(named):
         if state not in known:
             raise SpecError(
-                f"states.{index}", f"{quoted(state)} is not a job state; one of {', '.join(known)}"
+                f"states.{index}",
+                f"{quoted(states[index])} is not a job state; one of {', '.join(known)}",
             )
-    return [s for s in known if s in states]
+    return [s for s in known if s in named]
 
 
 def _named(session: Session, field: str, name: str | None) -> int | None:
@@ -217,7 +220,12 @@ def create(
 ) -> Webhook:
     """Register an endpoint (the caller checked that an admin asks); its ``secret`` is new."""
     if (session.scalar(select(func.count()).select_from(Webhook)) or 0) >= MAX_WEBHOOKS:
-        raise SpecError("url", f"there are {MAX_WEBHOOKS} webhooks already; remove one first")
+        raise SpecError(  # no field of the body is at fault: the count is
+            "",
+            f"there are {MAX_WEBHOOKS} webhooks already, the most a control plane keeps (each "
+            "job state change is checked against every one); remove one first "
+            "(danlu webhook rm ID, DELETE /webhooks/{id})",
+        )
     hook = Webhook(
         id=secrets.token_hex(6),
         url=check_url(url),
