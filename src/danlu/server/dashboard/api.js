@@ -7,6 +7,12 @@
 const API = "/api/v1";
 const TOKEN_KEY = "danlu-token";
 const REQUEST_TIMEOUT_MS = 30000;  // the longest one API request may take
+// how far the server's clock is ahead of this machine's (ms; behind: negative), read from the
+// Date header of its answers, so that the ages shown are the server's (a job submitted 10 s
+// ago is "10s" old, however wrong this machine's clock): 0 until an answer tells, and while
+// the two agree within CLOCK_SLACK_MS (the header counts whole seconds)
+const CLOCK_SLACK_MS = 2000;
+let serverClockAhead = 0;
 
 async function api(path, options) {
   return request(path, options, (response) => response.json());
@@ -30,6 +36,7 @@ async function request(path, options, read) {
       // the network's: the browser's own words ("Failed to fetch", ...) alone say too little
       throw new Error("no connection to the server (" + error.message + ")");
     }
+    noteServerClock(response);
     if (!response.ok) {
       let message = response.status + " " + response.statusText;
       try {
@@ -51,6 +58,19 @@ async function request(path, options, read) {
   } finally {
     clearTimeout(timeout);
   }
+}
+
+function noteServerClock(response) {
+  // the header's second is [said, said + 1 s): its middle is the nearest guess
+  const said = Date.parse(response.headers.get("Date") || "");
+  if (Number.isNaN(said)) return;  // none (a proxy that drops it): as it was
+  const ahead = said + 500 - Date.now();
+  serverClockAhead = Math.abs(ahead) > CLOCK_SLACK_MS ? ahead : 0;
+}
+
+function serverNow() {
+  // the server's time now, in seconds since the epoch as the API gives times
+  return (Date.now() + serverClockAhead) / 1000;
 }
 
 function passing(error) {

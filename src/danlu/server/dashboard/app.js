@@ -136,7 +136,10 @@ async function refresh() {
     if (usage !== null) renderUsage(usage);
     renderProjects(projects);
     // shown once it holds this user's view: never an empty or a previous user's one
-    document.getElementById("main").hidden = false;
+    const main = document.getElementById("main");
+    main.hidden = false;
+    if (main.classList.contains("stale")) showVersion();  // the server is back: its version
+    main.classList.remove("stale");
     const updated = "updated " + new Date().toLocaleTimeString();
     const failed = session.actionError;
     setStatus(failed ? updated + "; " + failed : updated, failed !== "");
@@ -147,11 +150,26 @@ async function refresh() {
     if (error.status === 401) {
       signOut("token refused: " + error.message);
     } else {
-      setStatus("cannot refresh: " + error.message, true);
+      // what the tables show is as the last refresh that rendered found it: greyed, so that
+      // a reader far below the status line sees that it is not current
+      document.getElementById("main").classList.add("stale");
+      // an action that failed meanwhile stays said (it failed for the same cause)
+      const failed = session.actionError;
+      setStatus("cannot refresh: " + error.message + (failed ? "; " + failed : ""), true);
     }
   } finally {
     if (refreshing === mine) refreshing = 0;
   }
+}
+
+function showVersion() {
+  // the server's version: read as the page loads, at each sign-in, and as the server answers
+  // again after a refresh failed (down at load, it was never shown; upgraded and restarted,
+  // the one shown was the old one's)
+  fetch(API + "/health")
+    .then((r) => r.json())
+    .then((h) => { document.getElementById("version").textContent = "v" + h.version; })
+    .catch(() => {});
 }
 
 function showSignedIn(signedIn, waiting) {
@@ -216,6 +234,7 @@ async function start() {
   }
   if (mine !== signIns) return;
   session.me = who;
+  showVersion();
   document.getElementById("who").textContent = who.name + " (" + who.role + ")";
   showSignedIn(true);
   await refresh();
@@ -239,8 +258,5 @@ document.getElementById("detail-close").addEventListener("click", closeDetail);
 document.getElementById("filter").addEventListener("change", filterJobs);
 document.getElementById("jobs-older").addEventListener("click", () => turnJobPage(true));
 document.getElementById("jobs-newer").addEventListener("click", () => turnJobPage(false));
-fetch(API + "/health")
-  .then((r) => r.json())
-  .then((h) => { document.getElementById("version").textContent = "v" + h.version; })
-  .catch(() => {});
+showVersion();
 if (sessionStorage.getItem(TOKEN_KEY)) start();

@@ -55,7 +55,7 @@ function renderNodes(nodes) {
       row.appendChild(el("td", gpu.type));
       row.appendChild(bar(gpu.allocated_memory || 0, gpu.memory || 0));
       row.appendChild(el("td", Math.round((gpu.allocated_milli || 0) / 10) + "%", "number"));
-      row.appendChild(el("td", (gpu.jobs || []).join(", ") || "-"));
+      row.appendChild(el("td", gpuJobsText(gpu)));
       const cell = i === 0 ? nodeActions(node, state) : el("td");
       gpuAction(cell, node.name, gpu);
       row.appendChild(cell);
@@ -67,6 +67,16 @@ function renderNodes(nodes) {
   document.getElementById("summary").textContent =
     nodes.length + " node(s) (" + nodeStates + "), " + gpus + " GPU(s), " +
     allocated.toFixed(1) + " allocated";
+}
+
+function gpuJobsText(gpu) {
+  // the jobs holding a share of the GPU: the ids the signed-in user may see (all of them for
+  // an admin), and a count of the other users' jobs there, which the API lists to a user
+  // without their ids ("-" only for a GPU that no job holds)
+  const parts = (gpu.jobs || []).slice();
+  const others = Number(gpu.other_jobs) || 0;
+  if (others > 0) parts.push(others + (others === 1 ? " job of another user" : " jobs of other users"));
+  return parts.length ? parts.join(", ") : "-";
 }
 
 function nodeActions(node, state) {

@@ -110,7 +110,8 @@ function bytes(n) {
 }
 
 function age(seconds) {
-  const s = Math.max(0, Date.now() / 1000 - seconds);
+  // how long ago the moment seconds (an API time) was, by the server's clock (see serverNow())
+  const s = Math.max(0, serverNow() - seconds);
   if (s < 120) return Math.round(s) + "s";
   if (s < 7200) return Math.round(s / 60) + "m";
   if (s < 172800) return (s / 3600).toFixed(1) + "h";

@@ -77,7 +77,7 @@ function renderJobs(jobs) {
     open.addEventListener("click", () => showJob(job.id));
     idCell.appendChild(open);
     row.appendChild(idCell);
-    row.appendChild(el("td", job.name));
+    row.appendChild(el("td", job.name, "name"));
     row.appendChild(el("td", job.user));
     row.appendChild(el("td", job.project));
     // notes on an unfinished job only: an ended one keeps its held_at and waiting_on

@@ -18,7 +18,7 @@ function renderSweeps(newest, running) {
     const row = el("tr");
     row.dataset.sweep = sweep.id;
     row.appendChild(el("td", sweep.id));
-    row.appendChild(el("td", sweep.name));
+    row.appendChild(el("td", sweep.name, "name"));
     row.appendChild(el("td", sweep.user));
     row.appendChild(el("td", sweep.reason ? sweep.state + ": " + sweep.reason : sweep.state, "state"));
     row.appendChild(el("td", sweep.submitted + " / " + sweep.total, "number"));
@@ -61,7 +61,7 @@ function renderFeed(events) {
     row.dataset.event = e.id;
     row.appendChild(el("td", timeOf(e.time)));
     row.appendChild(el("td", e.job_id));
-    row.appendChild(el("td", e.job_name));
+    row.appendChild(el("td", e.job_name, "name"));
     row.appendChild(el("td", e.user + "/" + e.project));
     row.appendChild(el("td", e.old ? e.old + " -> " + e.new : "submitted"));
     row.appendChild(el("td", e.reason || ""));
