@@ -83,6 +83,40 @@ def test_an_explicit_precision_wins_with_a_warning_naming_both(
     assert "fp32" in told[0] and "bf16" in told[0]
 
 
+@pytest.mark.parametrize(("spec", "script"), [("fp32", "bf16"), ("bf16", "fp32"), ("fp16", "bf16")])
+def test_each_direction_of_a_difference_warns_once_naming_the_spec_field(
+    spec: str, script: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A spec's precision on either side of the script's (``fp32`` reaches a job whose
+    launch sets it): one WARNING, naming both precisions and ``training.precision``, the
+    field to change; the script's precision is the one trained in."""
+    with (
+        caplog.at_level(logging.WARNING, logger="danlu.train"),
+        _init({"DANLU_PRECISION": spec}, precision=script) as ctx,
+    ):
+        assert ctx.precision.name == script
+        ctx.step(tiny_regression(16)[:16], mse_loss)
+    told = [r for r in caplog.records if "DANLU_PRECISION" in r.getMessage()]
+    assert len(told) == 1
+    assert told[0].levelno == logging.WARNING
+    message = told[0].getMessage()
+    assert f"trains in {script}" in message and f"training.precision is {spec}" in message
+    assert f"set training.precision: {script}" in message
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_without_the_variable_an_explicit_precision_says_nothing(
+    precision: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Off the cluster, or a launch that names no precision: nothing to compare with."""
+    with (
+        caplog.at_level(logging.WARNING, logger="danlu.train"),
+        _init({}, precision=precision) as ctx,
+    ):
+        assert ctx.precision.name == precision
+    assert not [r for r in caplog.records if "precision" in r.getMessage()]
+
+
 def test_an_explicit_precision_equal_to_the_specs_says_nothing(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
