@@ -54,8 +54,9 @@ from danlu.cli.spec_build import (
 from danlu.cli.spec_build import (
     spec_body as spec_body,
 )
-from danlu.cli.spec_flags import FlagValueError
+from danlu.cli.spec_flags import FlagValueError, by_after
 from danlu.client import Client
+from danlu.client.errors import InvalidRequestError
 from danlu.client.rest import read_across_restart
 from danlu.config import load_client_settings
 from danlu.core.errors import DanluError
@@ -213,8 +214,9 @@ def submit(
         "resources.gpu_memory": gpu_memory,
         "time_limit": time_limit,
     }
+    after_items = list(after or [])
     try:
-        body = build_spec(spec, overrides, list(sets or []), list(after or []))
+        body = build_spec(spec, overrides, list(sets or []), after_items)
         in_spec = body.pop("array", None)
         tasks = parse_array(array, "--array") if array is not None else None
         if tasks is None and in_spec is not None:
@@ -224,11 +226,32 @@ def submit(
             parse_sweep(sweep)  # what only an array refuses (env.DANLU_ARRAY_INDEX), named here
     except DanluError as exc:
         raise fail(exc if isinstance(exc, FlagValueError) else f"{spec}: {exc}") from None
+    # --after's entries are depends_on's last: the server's refusal of one names that --after
+    after_from = len(body.get("depends_on") or []) - len(after_items)
     if sweep is not None:  # submitted as its sweep, and waited for as one
         shown = _array_submitted
-        _new_job(lambda c: c.submit_sweep(sweep), wait_end, json_out, home, url, token, shown)
+        make_array = _after_named(lambda c: c.submit_sweep(sweep), after_items, after_from)
+        _new_job(make_array, wait_end, json_out, home, url, token, shown)
         return
-    _new_job(lambda client: client.submit(body), wait_end, json_out, home, url, token)
+    make = _after_named(lambda client: client.submit(body), after_items, after_from)
+    _new_job(make, wait_end, json_out, home, url, token)
+
+
+def _after_named(
+    make: Callable[[Client], dict[str, Any]], after: Sequence[str], after_from: int
+) -> Callable[[Client], dict[str, Any]]:
+    """``make`` (a submission), its server's refusal of a dependency that ``--after`` added
+    (``depends_on.N``, from ``after_from`` on: an id no job has) named by that ``--after``
+    (:func:`~danlu.cli.spec_flags.by_after`), not by the index of a list the user never
+    wrote."""
+
+    def send(client: Client) -> dict[str, Any]:
+        try:
+            return make(client)
+        except InvalidRequestError as exc:
+            raise by_after(exc, after, after_from) from None
+
+    return send
 
 
 def _new_job(

@@ -48,9 +48,15 @@ class DanluGroup(TyperGroup):
         """Typer's own error messages (a usage error: ``danlu ls --limit 0``, ``danlu
         nosuch``; ``Aborted!``) that cannot be written (``2>/dev/full``) end the command
         with that error's exit code (2 for a usage error), not with a traceback from the
-        failed write and exit 1."""
+        failed write and exit 1. A help whose reader has gone (``danlu sim run --help |
+        head -3``), which rich ends with exit 1, exits with :data:`PIPE_CLOSED` (141) as
+        every other output does."""
         try:
             return super().main(*args, **kwargs)
+        except SystemExit as exc:
+            if exc.code == 1 and isinstance(exc.__context__, BrokenPipeError):
+                sys.exit(PIPE_CLOSED)  # rich's Console.on_broken_pipe (stdout already quiet)
+            raise
         except OSError as exc:
             reported = exc.__context__  # the error whose message was being written
             if isinstance(reported, typer.Abort):

@@ -35,7 +35,7 @@ from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, TokenOpt, UrlOpt, int_option, path_of, refuse_empty
 from danlu.cli.output import PIPE_CLOSED, quiet_stdout, stderr_written, write_bytes
 from danlu.cli.spec_build import set_path, spec_body
-from danlu.cli.spec_flags import by_flag
+from danlu.cli.spec_flags import by_flag, flag_error
 from danlu.client import Client
 from danlu.config import caller_env
 from danlu.core.errors import DanluError, SpecError
@@ -145,10 +145,12 @@ def environment(items: list[str], here: dict[str, str]) -> dict[str, str]:
     for item in items:
         name, sep, value = item.partition("=")
         if not name:
-            raise SpecError("env", f"--env {item!r}: write NAME=VALUE or NAME")
+            raise flag_error("env", f"--env {item!r}", "write NAME=VALUE or NAME")
         if not sep:
             if name not in here:
-                raise SpecError(f"env.{name}", "not set here; write --env NAME=VALUE")
+                raise flag_error(
+                    f"env.{name}", f"--env {item!r}", f"not set here; write --env {name}=VALUE"
+                )
             value = here[name]
         out[name] = value
     return out

@@ -55,9 +55,11 @@ def build_spec(
             raise SpecError(key, f"--set {item!r}: write key=value, e.g. --set resources.gpus=2")
         key = key.strip()
         set_path(data, key, set_value(key, raw))
+    after_from = 0  # the index in depends_on of the first entry --after adds
     if after:
         listed = data.get("depends_on") or []
         data["depends_on"] = list(listed) if isinstance(listed, list) else [listed]
+        after_from = len(data["depends_on"])
         for item in after:
             job, colon, condition = item.partition(":")
             if colon and not condition.strip():
@@ -72,7 +74,7 @@ def build_spec(
     try:
         body = spec_body(data)
     except SpecError as exc:  # a field a flag gave is named by that flag
-        raise by_flag(exc, overrides, sets) from None
+        raise by_flag(exc, overrides, sets, after, after_from) from None
     if array is not None:
         body["array"] = str(array)
     return body
