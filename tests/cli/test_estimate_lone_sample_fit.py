@@ -15,7 +15,10 @@ import pytest
 from typer.testing import CliRunner
 
 import danlu
+import danlu.estimate.memory as memory
+from danlu.cli.estimate import LONE_SAMPLE_ROW
 from danlu.cli.main import app
+from danlu.core.errors import SpecError
 
 pytest.importorskip("torch")
 
@@ -99,3 +102,50 @@ def test_a_model_that_trains_on_one_sample_is_fitted_from_one(models: Path) -> N
     assert code == 0, err
     assert json.loads(out)["fit"]["points"] == [1, 2, 4]
     assert err == ""
+
+
+def _refusing_one(error: SpecError) -> object:
+    """The real tracer, but a request holding batch 1 raises ``error``."""
+    real = memory.trace
+
+    def fake(req: memory.TraceRequest, *args: object, **kwargs: object) -> object:
+        if 1 in req.batch_sizes:
+            raise error
+        return real(req, *args, **kwargs)  # type: ignore[arg-type]
+
+    return fake
+
+
+def test_the_condition_is_known_by_its_type_not_its_words(
+    models: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tracer's refusal reworded: still the fallback to 2,4,8 (the cli compared the
+    message with a constant)."""
+    monkeypatch.setattr(memory, "trace", _refusing_one(memory.LoneSampleError("too few")))
+    code, out, err = _estimate("lone_sample_cli_models:plain", "--max-batch", "--json")
+    assert code == 0, err
+    assert json.loads(out)["fit"]["points"] == [2, 4, 8]
+    assert "--fit-points 2,4,8" in err
+
+
+def test_another_batch_size_error_is_not_the_condition(
+    models: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain error on ``--batch-size`` is reported, whatever it says."""
+    words = "lone_sample_cli_models:plain cannot train on a batch of 1 sample (other)"
+    monkeypatch.setattr(memory, "trace", _refusing_one(SpecError("--batch-size", words)))
+    code, out, err = _estimate("lone_sample_cli_models:plain", "--max-batch", "--json")
+    assert code == 2
+    assert out == ""
+    assert "error: --batch-size: " + words in err
+    assert "note:" not in err
+
+
+def test_a_sweep_row_of_one_sample_is_refused(models: Path) -> None:
+    """The fit from 2,4,8 answers b=1 too: the row said "fits" for a batch the model
+    cannot train on."""
+    code, out, err = _estimate("lone_sample_cli_models:batch_norm", "--sweep", "1,2", "--json")
+    assert code == 0, err
+    rows = {r["batch_size"]: r for r in json.loads(out)["sweep"]}
+    assert rows[1] == {"batch_size": 1, "error": LONE_SAMPLE_ROW}
+    assert rows[2]["fits"] is True

@@ -33,6 +33,8 @@ def _samples() -> dict[str, DanluError]:
     """One instance of each danlu error whose ``__init__`` is its own, by ``module:Class``."""
     from danlu.cli.run import OutputFailed
     from danlu.core import units
+    from danlu.estimate.memory.trace_result import LoneSampleError
+    from danlu.estimate.memory.trace_worker import SparseTensorMade
     from danlu.server import errors as server_errors
     from danlu.train.checkpoint import manager
 
@@ -49,6 +51,8 @@ def _samples() -> dict[str, DanluError]:
         "server/errors.py:AdmissionError": server_errors.AdmissionError("gpus", "too many"),
         "train/checkpoint/manager.py:_OtherFormatError": manager._OtherFormatError("v9", "new"),
         "cli/run.py:OutputFailed": OutputFailed(OSError(28, "No space left on device")),
+        "estimate/memory/trace_result.py:LoneSampleError": LoneSampleError("batch norm"),
+        "estimate/memory/trace_worker.py:SparseTensorMade": SparseTensorMade("aten.embedding"),
     }
 
 

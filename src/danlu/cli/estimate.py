@@ -23,9 +23,8 @@ DEFAULT_FIT_POINTS = "1,2,4"
 LONE_SAMPLE_FIT_POINTS = "2,4,8"
 """The fit points traced in place of the default's when the model cannot train on a batch of
 one sample (batch normalisation in training): the default's next points."""
-LONE_SAMPLE_REFUSAL = "cannot train on a batch of 1 sample"
-"""What the tracer's :class:`SpecError` on ``--batch-size`` says of a model that cannot
-train on a batch of one sample."""
+LONE_SAMPLE_ROW = "the model cannot train on a batch of 1 sample (batch normalisation)"
+"""The ``--sweep`` row of batch 1 for such a model: the fit from 2 on would answer it."""
 
 
 def _batch_size(value: int, flag: str) -> int:
@@ -87,6 +86,7 @@ def run_estimate(
     from danlu.estimate.memory import (
         ExtrapolationError,
         FittedMemoryModel,
+        LoneSampleError,
         StepTrace,
         TraceRequest,
         get_gpu,
@@ -115,13 +115,15 @@ def run_estimate(
         raise SpecError("--gpu-memory", f"{gpu_memory!r} is no memory; write e.g. 80GiB")
     limit_source = "--gpu-memory" if gpu_memory else "capacity"
     if limit > gpu.capacity_bytes:  # a share of one GPU: capped, as the server caps a share
-        err.print(
-            f"note: --gpu-memory {as_text(gpu_memory)} ({format_bytes(limit)}) is more than "
-            f"the {as_text(gpu.name)}'s capacity of {format_bytes(gpu.capacity_bytes)}: judged "
-            "against the capacity (the limit is a share of one GPU; choose a larger --gpu for "
-            "more)",
-            highlight=False,
-        )
+        with stderr_written():  # 2>/dev/full: the estimate goes on without its note
+            err.print(
+                f"note: --gpu-memory {as_text(gpu_memory)} ({format_bytes(limit)}) is more "
+                f"than the {as_text(gpu.name)}'s capacity of "
+                f"{format_bytes(gpu.capacity_bytes)}: judged against the capacity (the limit "
+                "is a share of one GPU; choose a larger --gpu for more)",
+                highlight=False,
+                soft_wrap=True,  # one line, as every note and warning: not cut at 80 columns
+            )
         limit, limit_source = gpu.capacity_bytes, "capacity"
     limit_label = f"{format_bytes(limit)} ({limit_source})"
     judged = replace(gpu, capacity_bytes=limit)  # the GPU the verdicts are for
@@ -163,14 +165,15 @@ def run_estimate(
             return trace(req, progress)
 
     t0 = time.perf_counter()
+    lone_sample = False  # the model cannot train on one sample (traced from 2 on)
     try:
         traces = traced(sizes)
-    except SpecError as exc:
+    except LoneSampleError:
         # the default points start at one sample, which a model with batch normalisation
         # cannot train on: the user, who chose no points, is told and served from 2 on
-        lone_sample = exc.field == "--batch-size" and LONE_SAMPLE_REFUSAL in exc.message
-        if not (lone_sample and need_fit and fit_points is None and batch_size != 1):
+        if not (need_fit and fit_points is None and batch_size != 1):
             raise
+        lone_sample = True
         points = _ints(LONE_SAMPLE_FIT_POINTS, "--fit-points")
         sizes = sorted(set(points) | ({batch_size} if batch_size else set()))
         with stderr_written():  # 2>/dev/full: the estimate goes on without its note
@@ -215,6 +218,9 @@ def run_estimate(
             "allocator_overhead": model.frag,
         }
         for b in sweep_sizes:
+            if b == 1 and lone_sample:  # the fit would answer it; the step itself fails
+                rows.append({"batch_size": b, "error": LONE_SAMPLE_ROW})
+                continue
             try:
                 rows.append(
                     {
@@ -276,7 +282,10 @@ def run_estimate(
         )
         out.print(f"model family (for GPU sharing): {as_text(main.family or 'none recognised')}")
         for w in main.warnings:
-            err.print(f"[yellow]warning:[/yellow] {as_text(w)}", highlight=False)
+            with stderr_written():  # (a full stderr is no failure to write the output)
+                err.print(
+                    f"[yellow]warning:[/yellow] {as_text(w)}", highlight=False, soft_wrap=True
+                )
         if rows:
             st = Table(
                 title="M(b) (fitted from b = "
@@ -304,6 +313,7 @@ def run_estimate(
                 f"largest safe batch within {limit_label} - margin "
                 f"{format_bytes(margin_bytes)}: {as_text(_max_batch_answer(result))}",
                 highlight=False,
+                soft_wrap=True,
             )
     return result
 

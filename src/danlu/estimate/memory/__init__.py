@@ -33,7 +33,7 @@ from danlu.estimate.memory.predict import (
     fit_memory_model,
     replay,
 )
-from danlu.estimate.memory.trace_result import StepTrace, TraceRequest
+from danlu.estimate.memory.trace_result import LoneSampleError, StepTrace, TraceRequest
 from danlu.estimate.memory.tracer import WarmTracers, trace
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "ExtrapolationError",
     "FittedMemoryModel",
     "GpuSpec",
+    "LoneSampleError",
     "MemoryEstimate",
     "MemoryModel",
     "PiecewiseLinearFit",

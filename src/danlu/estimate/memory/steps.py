@@ -76,7 +76,8 @@ def build(factory: Callable[[], Any], model_ref: str) -> tuple[torch.nn.Module, 
     ):
         raise SpecError(
             "MODEL_REF",
-            f"{model_ref} must return (model, make_batch, loss_fn) with an nn.Module first",
+            f"{model_ref} must return (model, make_batch, loss_fn) with an nn.Module first "
+            f"and two functions; it returned {_returned(out)}",
         )
     params = list(out[0].parameters())
     if not any(p.requires_grad for p in params):  # checked before the optimizer is built
@@ -92,6 +93,16 @@ def build(factory: Callable[[], Any], model_ref: str) -> tuple[torch.nn.Module, 
             "step has nothing to update; return the model whose parameters the job trains",
         )
     return out
+
+
+def _returned(out: Any) -> str:
+    """What a factory returned, in words (a tuple's or list's items by their types): the
+    refusal said what it wanted but not what it got (a list of the three, one of them not
+    callable)."""
+    if isinstance(out, tuple | list) and len(out) <= 8:
+        items = ", ".join(type(item).__name__ for item in out)
+        return f"a {type(out).__name__} of {len(out)} ({items})"
+    return f"a {type(out).__name__}"
 
 
 def make_optimizer(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from danlu.core.errors import SpecError
 from danlu.core.spec_training import PRECISION_SPELLINGS as PRECISION_SPELLINGS
 from danlu.core.spec_training import PRECISIONS as PRECISIONS
 from danlu.core.spec_training import Precision as Precision
@@ -70,6 +71,37 @@ class TraceRequest:
         data["batch_sizes"] = tuple(data["batch_sizes"])
         data["sys_path"] = tuple(data.get("sys_path", ()))
         return cls(**data)
+
+
+class LoneSampleError(SpecError):
+    """The traced model cannot train on a batch of one sample (batch normalisation in
+    training: torch's "Expected more than 1 value per channel"). A :class:`SpecError` on
+    ``--batch-size``: a caller that chose the batch sizes itself (``danlu estimate``'s
+    default fit points) tells it by its type and traces from 2 on instead."""
+
+    CONDITION = "lone_sample"
+    """The worker's name of this condition in its ``{"error": ...}`` reply."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("--batch-size", message)
+
+
+def spec_error_reply(exc: SpecError) -> dict[str, str]:
+    """The trace worker's ``{"error": ...}`` reply body for ``exc``; a
+    :class:`LoneSampleError` is named by its ``condition``."""
+    reply = {"kind": "spec", "field": exc.field, "message": exc.message}
+    if isinstance(exc, LoneSampleError):
+        reply["condition"] = LoneSampleError.CONDITION
+    return reply
+
+
+def spec_error_from_reply(error: dict[str, str]) -> SpecError:
+    """The :class:`SpecError` a worker's ``{"kind": "spec", ...}`` error reply reports
+    (inverse of :func:`spec_error_reply`): a :class:`LoneSampleError` when its
+    ``condition`` names one, else a plain :class:`SpecError`."""
+    if error.get("condition") == LoneSampleError.CONDITION:
+        return LoneSampleError(error["message"])
+    return SpecError(error["field"], error["message"])
 
 
 def module_path_problem(module_name: str) -> str:

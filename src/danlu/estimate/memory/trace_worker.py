@@ -28,13 +28,15 @@ from torch._subclasses.fake_tensor import (
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from danlu.core.errors import SpecError
+from danlu.core.errors import DanluError, SpecError
 from danlu.estimate.memory import kernels, steps
 from danlu.estimate.memory.trace_result import (
     DDP_BUCKETS,
+    LoneSampleError,
     StepTrace,
     TraceRequest,
     peak_in_window,
+    spec_error_reply,
     window_live,
 )
 
@@ -44,6 +46,25 @@ STEADY_PASSES = 2
 """Forward/backward passes traced per step at most: the first creates the gradients, the
 second adds to them; every later one repeats the second's allocations, so tracing all
 ``--accumulation`` passes (slow for many) changes no peak and no breakdown."""
+
+
+SPARSE_LAYOUTS = (
+    torch.sparse_coo,
+    torch.sparse_csr,
+    torch.sparse_csc,
+    torch.sparse_bsr,
+    torch.sparse_bsc,
+)
+"""Tensor layouts whose memory lies in several storages of a size the values decide."""
+
+
+class SparseTensorMade(DanluError):
+    """An op of the traced program returned a sparse tensor (``op``: its name), which has
+    no one storage to count (:func:`_sparse_refused` reports it)."""
+
+    def __init__(self, op: str) -> None:
+        super().__init__(op)
+        self.op = op
 
 
 class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
@@ -124,6 +145,8 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         ws_sid = self.pseudo(workspace) if workspace else None
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
+                if t.layout in SPARSE_LAYOUTS:  # untyped_storage() raised NotImplementedError
+                    raise SparseTensorMade(name)
                 self.register(t.untyped_storage())
         if site is not None:
             # a kernel's workspace lives while the kernel writes its outputs: the site goes
@@ -140,6 +163,7 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
     foreach = True if req.target == "cuda" else None
     with (
         _value_reads_refused(req.model_ref),
+        _sparse_refused(req.model_ref),
         FakeTensorMode(allow_non_fake_inputs=False) as mode,
     ):
         tracker = StorageTracker(req.target, req.probe_limit_bytes)
@@ -147,6 +171,7 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
             model, make_batch, loss_fn = _build(factory, req.model_ref, mode)
             model.train()
             modules, module_parameters = _layers(model)
+            compiled = _compiled(model)
             if req.checkpointing:
                 steps.enable_checkpointing(model, req.model_ref)
             param_sids = {
@@ -206,7 +231,7 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
         batch_sids,
         bucket_sids,
     )
-    warnings = []
+    warnings = [COMPILED_WARNING] if compiled else []
     if tracker.probe is not None and tracker.probe.skipped:
         warnings.append(
             "kernel buffers not measured (over the probe limit) for: "
@@ -242,6 +267,27 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
     )
 
 
+COMPILED_WARNING = (
+    "the model is torch.compile'd: traced as its eager program (torch.compile does not run "
+    "under the tracer); the compiled step's fused kernels often keep fewer activations, so "
+    "its peak may be lower than this"
+)
+"""The trace's warning for a model that is, or holds, a ``torch.compile``'d module."""
+
+
+def _compiled(model: torch.nn.Module) -> bool:
+    """Whether ``model`` is, or holds, a ``torch.compile``'d module (``torch.compile(net)``,
+    dynamo's ``OptimizedModule``, or ``net.compile()`` in place). Under the tracer's
+    dispatch mode dynamo compiles nothing: the step runs the eager program, and its figures
+    are the eager step's."""
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    return any(
+        isinstance(m, OptimizedModule) or getattr(m, "_compiled_call_impl", None) is not None
+        for m in model.modules()
+    )
+
+
 @contextlib.contextmanager
 def _value_reads_refused(model_ref: str) -> Iterator[None]:
     """A :class:`SpecError` on ``MODEL_REF`` when the factory, ``make_batch``, the model or
@@ -264,9 +310,27 @@ def _value_reads_refused(model_ref: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _sparse_refused(model_ref: str) -> Iterator[None]:
+    """A :class:`SpecError` on ``MODEL_REF`` when the traced program makes a sparse tensor
+    (:class:`SparseTensorMade`): the sparse gradient of an ``nn.Embedding(sparse=True)``, as
+    recommendation models use, failed the trace with torch's bare "NotImplementedError:
+    Cannot access storage of SparseTensorImpl"."""
+    try:
+        yield
+    except SparseTensorMade as exc:
+        raise SpecError(
+            "MODEL_REF",
+            f"{model_ref} makes a sparse tensor ({exc.op}; e.g. the gradient of an "
+            "nn.Embedding or nn.EmbeddingBag with sparse=True): the tracer cannot size it "
+            "(its number of entries depends on the values, which fake tensors do not have); "
+            "trace the model with sparse=False, whose dense gradients hold the whole table",
+        ) from None
+
+
+@contextlib.contextmanager
 def _lone_sample_refused(model_ref: str, batch_size: int) -> Iterator[None]:
-    """A :class:`SpecError` on ``--batch-size`` when a step of one sample fails as batch
-    normalisation fails it in training ("Expected more than 1 value per channel"): the trace
+    """A :class:`LoneSampleError` (on ``--batch-size``) when a step of one sample fails as
+    batch normalisation fails it in training ("Expected more than 1 value per channel"): the trace
     failed with torch's error alone, from ``danlu estimate``'s default ``--fit-points 1,2,4``
     too, naming neither the batch size nor the fix."""
     try:
@@ -274,8 +338,7 @@ def _lone_sample_refused(model_ref: str, batch_size: int) -> Iterator[None]:
     except ValueError as exc:
         if batch_size != 1 or "more than 1 value per channel" not in str(exc):
             raise
-        raise SpecError(
-            "--batch-size",
+        raise LoneSampleError(
             f"{model_ref} cannot train on a batch of 1 sample ({exc}: batch normalisation "
             "needs two samples or more in training); trace batch sizes of 2 or more "
             "(danlu estimate: e.g. --fit-points 2,4,8; a job: training.global_batch_size "
@@ -524,7 +587,7 @@ def main() -> int:
         run(req, proto)
         return 0
     except SpecError as exc:
-        err = {"kind": "spec", "field": exc.field, "message": exc.message}
+        err = spec_error_reply(exc)
     except Exception as exc:  # report any failure of user code to the parent
         traceback.print_exc()
         err = {"kind": "trace", "field": "", "message": f"{type(exc).__name__}: {exc}"}

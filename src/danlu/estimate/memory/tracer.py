@@ -37,6 +37,7 @@ from danlu.estimate.memory.trace_result import (
     StepTrace,
     TraceRequest,
     module_path_problem,
+    spec_error_from_reply,
 )
 
 Progress = Callable[[int, int, int], None]
@@ -312,7 +313,7 @@ def trace(
         if result is None and expired.is_set():
             raise DataError(f"tracing {req.model_ref} timed out after {timeout_s:g} s")
         if error is not None and error.get("kind") == "spec":
-            raise SpecError(error["field"], error["message"])
+            raise spec_error_from_reply(error)
         if result is None:
             err.seek(0)
             tail = "".join(err.readlines()[-15:])
