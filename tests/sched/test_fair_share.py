@@ -63,7 +63,7 @@ def test_without_backfill_the_first_job_that_does_not_fit_stops_the_round() -> N
     assert [s.job_id for s in FairSharePolicy().schedule(view).starts] == ["small"]
     strict = FairSharePolicy(backfill=False).schedule(view)
     assert strict.starts == () and strict.reason("small") == (
-        "queued behind wide (fair share, no backfill)"
+        "queued behind a job of project a (fair share, no backfill)"
     )
     assert make_policy("fair-share", backfill=False) == FairSharePolicy(backfill=False)
 
@@ -110,7 +110,7 @@ def test_reclaim_preempts_an_over_share_job_for_an_under_share_project() -> None
     plan = policy.schedule(ClusterView(1000.0, ONE_BY_4, running=TEAM_A, pending=pending))
     # b's share is 2 of the 4 GPUs: one waiting job a round, the youngest of a's jobs
     assert [(p.job_id, p.reason) for p in plan.preempts] == [
-        ("a3", "fair share: GPUs reclaimed for project b (job b1)")
+        ("a3", "fair share: GPUs reclaimed for a job of project b")
     ]
     assert [(s.job_id, s.allocation.shares[0].gpu) for s in plan.starts] == [("b1", 3)]
     assert plan.recheck_at == 0.0

@@ -87,7 +87,7 @@ def test_fifo_strict_order_blocks() -> None:
     plan = FifoPolicy().schedule(view(ONE_BY_4, (hold,), (small, big)))  # list order ignored
     assert started(plan) == []
     assert (plan.reason("big") or "") == "needs 4 GPUs, 2 free"
-    assert "queued behind big" in (plan.reason("small") or "")
+    assert "queued behind a job of project default" in (plan.reason("small") or "")
     assert plan.preempts == () and plan.recheck_at == math.inf
 
 
@@ -118,7 +118,7 @@ def test_sjf_orders_by_expected_gpu_time() -> None:
     assert started(plan) == ["wide"]
     plan = SjfPolicy(backfill=False).schedule(view(ONE_BY_4, (), pend))
     assert started(plan) == ["narrow"]
-    assert "queued behind wide" in (plan.reason("unknown") or "")
+    assert "queued behind a job of project default" in (plan.reason("unknown") or "")
 
 
 # ------------------------------------------------------------------------ priority

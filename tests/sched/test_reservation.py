@@ -71,7 +71,7 @@ def test_a_later_job_starts_only_if_it_leaves_the_reservation_alone(policy: Any)
         return
     assert starts == {"short"}  # ends at 50, before the reservation; long would delay it
     reason = plan.reason("long") or ""
-    assert reason == "backfill holds GPUs for job wide (reserved to start in 100s)"
+    assert reason == "backfill holds GPUs for a job of project default (reserved to start in 100s)"
     assert plan.reason("unknown") == reason  # no estimate: it could run past it
     greedy = _schedule(FifoPolicy(backfill=True), (100.0, 1000.0))
     assert {s.job_id for s in greedy.starts} == {"long"}  # and wide waits for it too
@@ -225,4 +225,7 @@ def test_under_sjf_the_reservation_holds_back_only_longer_jobs() -> None:
         ClusterView(0.0, Cluster.homogeneous(1, 4), running=running, pending=pending)
     )
     assert plan.starts == ()
-    assert plan.reason("longer") == "backfill holds GPUs for job wide (reserved to start in 100s)"
+    assert (
+        plan.reason("longer")
+        == "backfill holds GPUs for a job of project default (reserved to start in 100s)"
+    )

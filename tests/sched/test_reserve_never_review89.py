@@ -65,7 +65,10 @@ def test_a_job_that_can_never_start_holds_no_reservation(name: str, kind: str) -
     )
     plan = POLICIES[name]().schedule(ClusterView(10.0, ONE_BY_4, running=running, pending=pending))
     assert _started(plan) == []  # small started before (greedy backfill): wide starved
-    assert plan.reason("small") == "backfill holds GPUs for job wide (reserved to start in 90s)"
+    assert (
+        plan.reason("small")
+        == "backfill holds GPUs for a job of project default (reserved to start in 90s)"
+    )
     # a job short enough to end before the reservation still starts
     quick = JobStatus(_req("quick", 1, 3, 50.0))
     plan = POLICIES[name]().schedule(
@@ -103,7 +106,9 @@ def test_strict_order_still_stops_at_a_job_that_does_not_fit() -> None:
     view = ClusterView(10.0, ONE_BY_4, running=running, pending=pending)
     plan = FifoPolicy().schedule(view)
     assert _started(plan) == []
-    assert plan.reason("one") == "queued behind never (strict order, no backfill)"
+    assert (
+        plan.reason("one") == "queued behind a job of project default (strict order, no backfill)"
+    )
 
 
 def test_priority_preempts_for_a_job_behind_one_that_can_never_start() -> None:
@@ -134,7 +139,9 @@ def test_a_job_that_fits_only_on_closed_gpus_cannot_hold_it_either() -> None:
     )
     plan = FifoPolicy(backfill=True, reserve=True).schedule(view)
     assert _started(plan) == []
-    assert (plan.reason("small") or "").startswith("backfill holds GPUs for job wide")
+    assert (plan.reason("small") or "").startswith(
+        "backfill holds GPUs for a job of project default"
+    )
     # node 1 open again: six fits at once (the closed GPUs were what it lacked)
     view = ClusterView(10.0, TWO_BY_4, running=running, pending=pending)
     plan = FifoPolicy(backfill=True, reserve=True).schedule(view)

@@ -92,7 +92,9 @@ def test_strict_fifo_skips_zero_gpu_jobs_but_still_blocks_on_a_real_one() -> Non
     assert plan.reason("zero") == NO_GPU_ASKED
     assert plan.reason("wide") == "needs 8 GPUs, 4 free"
     # behind the real blocker everything waits for it, as before
-    assert plan.reason("one") == "queued behind wide (strict order, no backfill)"
+    assert (
+        plan.reason("one") == "queued behind a job of project default (strict order, no backfill)"
+    )
 
 
 def test_the_job_holding_back_the_queue_is_never_one_asking_for_no_gpu() -> None:
@@ -127,7 +129,9 @@ def test_easy_backfill_reserves_for_the_first_job_that_asks_for_gpus() -> None:
     assert blocker == "wide"
     assert _started(plan) == []
     assert plan.reason("zero") == NO_GPU_ASKED
-    assert (plan.reason("long") or "").startswith("backfill holds GPUs for job wide")
+    assert (plan.reason("long") or "").startswith(
+        "backfill holds GPUs for a job of project default"
+    )
     # and with every GPU taken, the reservation a preempting caller asks for is wide's too
     full = (
         _running("r0", [(0, g) for g in range(4)], -2, expected_duration=100.0),

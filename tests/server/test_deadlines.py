@@ -177,7 +177,8 @@ def test_time_limits_give_a_wide_job_its_reservation_in_the_control_plane(
         assert report.launched == [quick.id]  # ends by NOW + 360, before first's limit
         with db.read_session() as s:
             held = jobs.why(s, jobs.get_job(s, long.id), now=NOW + 60)
-            assert held.startswith("backfill holds GPUs for job " + wide.id), held
+            assert held.startswith("backfill holds GPUs for a job of project default"), held
+            assert wide.id not in held  # another job's id is not the waiting job's to read
             assert "(reserved to start in 540s)" in held  # first's limit: NOW + 600
     finally:
         loop.stop()

@@ -51,7 +51,7 @@ from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies.options import INF, OptionRange, check_options
 from danlu.sched.policies.reservation import NeverFits, Shape, shape_of
-from danlu.sched.policies.waiting import asks_no_gpu, why_not
+from danlu.sched.policies.waiting import asks_no_gpu, job_of_project, why_not
 from danlu.sched.share_size import least_share_milli
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Start
 
@@ -165,7 +165,7 @@ class FairSharePolicy:
             else:
                 waiting[job.id] = why_not(drain.now, job)
                 if not self.backfill and not asks_no_gpu(job):  # one never starts: no block
-                    default = f"queued behind {job.id} (fair share, no backfill)"
+                    default = f"queued behind {job_of_project(job)} (fair share, no backfill)"
                     return starts, waiting, default, [project, *(p for _, _, p in turns)]
             if line:
                 turn = (_standing(view, project, held), line.head_seq(), project)
@@ -258,7 +258,7 @@ class FairSharePolicy:
             chosen.append(victim)
             alloc = room.place(job.request) if room.could_fit_now(job.request) else None
             if alloc is not None:
-                reason = f"fair share: GPUs reclaimed for project {project} (job {job.id})"
+                reason = f"fair share: GPUs reclaimed for {job_of_project(job)}"
                 # Released while looking for room is not needed: only the victims on the
                 # GPUs the job got are preempted, the others keep running.
                 gpus = {(s.node, s.gpu) for s in alloc.shares}

@@ -15,7 +15,7 @@ from danlu.sched.policies.queue_round import queue_pass
 from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
 from danlu.sched.policies.ranked_round import ranked_round
 from danlu.sched.policies.reservation import NeverFits
-from danlu.sched.policies.waiting import asks_no_gpu
+from danlu.sched.policies.waiting import asks_no_gpu, job_of_project
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Start
 
 
@@ -297,6 +297,7 @@ def _for_higher_priority(
                 taken |= _gpus(alternative.allocation)
             else:
                 waiting[start.job_id] = (
-                    f"would take the GPUs of {holder}, of no lower priority: not preempted for it"
+                    f"would take the GPUs of {job_of_project(holds[holder])}, of no lower "
+                    "priority: not preempted for it"
                 )
     return tuple(starts), set(victims)

@@ -19,7 +19,7 @@ from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies import reservation
 from danlu.sched.policies.reservation import NeverFits, Reservation, Shape, shape_of
-from danlu.sched.policies.waiting import NO_GPU_ASKED, asks_no_gpu, why_not
+from danlu.sched.policies.waiting import NO_GPU_ASKED, asks_no_gpu, job_of_project, why_not
 from danlu.sched.view import ClusterView, JobStatus, Plan, Start
 
 
@@ -90,7 +90,7 @@ def queue_pass(
     starts: list[Start] = []
     started: list[tuple[JobStatus, Allocation]] = []
     waiting: dict[str, str] = {}
-    blocked_by: str | None = None
+    blocked_by: JobStatus | None = None
     held: Reservation | None = None
     reserved = False
     refused: set[Shape] = set()
@@ -109,7 +109,7 @@ def queue_pass(
         if blocked_by is not None or not drain.any_room():
             # Nothing else can start this round: one shared reason for the rest of the queue.
             default = (
-                f"queued behind {blocked_by} (strict order, no backfill)"
+                f"queued behind {job_of_project(blocked_by)} (strict order, no backfill)"
                 if blocked_by is not None
                 else "no free GPUs"
             )
@@ -151,7 +151,7 @@ def queue_pass(
             continue
         waiting[job.id] = why_not(free, job)
         if not backfill:
-            blocked_by = job.id
+            blocked_by = job
         elif reserve and not reserved and not never(job.request):
             # The first job that could start once enough jobs end gets the reservation; one
             # that never could (more GPUs than the open cluster has, a GPU type none has)
@@ -163,4 +163,4 @@ def queue_pass(
     plan = Plan(starts=tuple(starts), waiting=waiting, waiting_default=default, recheck_at=math.inf)
     if held is not None:
         return plan, held.job_id
-    return plan, blocked_by or stopped
+    return plan, stopped if blocked_by is None else blocked_by.id

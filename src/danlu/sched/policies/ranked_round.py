@@ -24,7 +24,7 @@ from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies.ranked import RankKey
 from danlu.sched.policies.reservation import Shape, shape_of
-from danlu.sched.policies.waiting import asks_no_gpu, why_not
+from danlu.sched.policies.waiting import asks_no_gpu, job_of_project, why_not
 from danlu.sched.share_size import least_share_milli
 from danlu.sched.view import (
     BoolArray,
@@ -526,7 +526,8 @@ def _only_for_higher_ranked(
             for i in over:
                 cancelled.add(i)
                 waiting[starts[i][1].job_id] = (
-                    f"outranked: would take the GPUs of {victim.id}, which ranks higher"
+                    f"outranked: would take the GPUs of {job_of_project(victim)}, which ranks "
+                    "higher"
                 )
             left.remove(entry)
             changed = True

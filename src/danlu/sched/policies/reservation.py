@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from danlu.core.cluster import Allocation
 from danlu.sched.placement.gang import FreeMap
+from danlu.sched.policies.waiting import job_of_project
 from danlu.sched.view import ClusterView, JobRequest, JobStatus
 
 Shape = tuple[int, int, int, frozenset[str]]
@@ -196,5 +197,5 @@ def _reservation(later: FreeMap, head: JobStatus, end: float, now: float) -> Res
     if trial.place(head.request) is None:
         return None
     wait = f"{end - now:.0f}s" if end > now else "now"
-    reason = f"backfill holds GPUs for job {head.id} (reserved to start in {wait})"
+    reason = f"backfill holds GPUs for {job_of_project(head)} (reserved to start in {wait})"
     return Reservation(head.id, end, trial, reason)

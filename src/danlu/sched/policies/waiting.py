@@ -1,6 +1,7 @@
 """Why a job waits: the reasons the round procedures and the policies give a job left
 waiting (one shared string per request shape and free count, cached on the round's
-:class:`FreeMap`), and the rule for a job that asks for no GPU at all."""
+:class:`FreeMap`), how a reason names another job (by its project: never by an id its
+owner may not see), and the rule for a job that asks for no GPU at all."""
 
 from __future__ import annotations
 
@@ -12,6 +13,13 @@ from danlu.sched.view import JobRequest, JobStatus
 NO_GPU_ASKED = "it asks for no GPU; danlu schedules jobs of 1 GPU or more"
 """Why a job asking for no GPU waits: the placer places nothing for it (the server's
 admission refuses such a job; the simulator leaves CPU-only pods out)."""
+
+
+def job_of_project(job: JobStatus) -> str:
+    """How a waiting or preemption reason names ``job``, another job than the one it is
+    given to: by its project, never its id. A reason is read by the owner of the job it is
+    given to (``danlu jobs``, ``GET /jobs/{id}``), who may not see other users' job ids."""
+    return f"a job of project {job.request.project}"
 
 
 def asks_no_gpu(job: JobStatus) -> bool:
