@@ -46,7 +46,12 @@ class RayActorError(RayError):
 
 
 class ActorDiedError(RayActorError):
-    """``ray.exceptions.ActorDiedError``: the actor is dead (killed, its node lost)."""
+    """``ray.exceptions.ActorDiedError``: the actor is dead (killed, its node lost, or its
+    creation failed: ``actor_init_failed``, as Ray's)."""
+
+    def __init__(self, message: str, actor_init_failed: bool = False) -> None:
+        super().__init__(message)
+        self.actor_init_failed = actor_init_failed
 
 
 class ActorUnavailableError(RayActorError):
@@ -111,6 +116,16 @@ class FakeMethod:
         actor = self._actor
         actor.ray.check(f"{self._name}.remote")
         actor.ray.calls.append((actor.name, self._name, args))
+        if actor.init_error is not None:  # as Ray words it: its cause on the last line
+            error = actor.init_error
+            return FakeRef(
+                error=ActorDiedError(
+                    "The actor died because of an error raised in its creation task, "
+                    f"\x1b[36mray::{actor.name}:NodeRun.__init__()\x1b[39m\n"
+                    f"          ^^^^^^^^\n{type(error).__name__}: {error}",
+                    actor_init_failed=True,
+                )
+            )
         if actor.is_dead:
             return FakeRef(error=ActorDiedError(f"the actor {actor.name} died"))
         if actor.unavailable:
@@ -135,6 +150,8 @@ class FakeActor:
         self.instance = instance
         self.options = options
         self.is_dead = instance is None
+        self.init_error: BaseException | None = None
+        """What its creation raised (its calls then fail as Ray's do: ``actor_init_failed``)."""
         self.unavailable = False
         """Calls fail with ``ActorUnavailableError`` (as on a network blip)."""
         self.hanging = False
@@ -170,11 +187,15 @@ class FakeActorClass:
                 old = ray.actors.get(name)
                 if old is not None and not old.is_dead:
                     raise ValueError(f"The name {name} is already taken")
-                try:
-                    instance = cls(*args, **kwargs)
-                except Exception:  # Ray makes the actor; it is dead, its calls fail
-                    instance = None
+                error: BaseException | None = ray.init_error
+                instance = None
+                if error is None:
+                    try:
+                        instance = cls(*args, **kwargs)
+                    except Exception as exc:  # Ray makes the actor; it is dead, its calls fail
+                        error = exc
                 actor = FakeActor(ray, name, instance, options)
+                actor.init_error = error
                 ray.actors[name] = actor
                 return actor
 
@@ -192,6 +213,9 @@ class FakeRay:
         self.killed: list[str] = []
         """The names of the actors ``ray.kill`` killed, in order."""
         self._faults: dict[str, list[BaseException]] = {}
+        self.init_error: BaseException | None = None
+        """What the creation of every actor raises on its node from now on (danlu not
+        importable there: ``ModuleNotFoundError``), None to create them."""
 
     # -- faults -------------------------------------------------------------------------------
 

@@ -7,7 +7,8 @@ each only where the GPU and its driver report it (a check they do not support is
 
 - the GPU is lost: NVML answers ``GPU_IS_LOST`` for it (it fell off the bus, Xid 79);
 - the GPU needs a reset: NVML answers ``RESET_REQUIRED`` for it;
-- NVML cannot reach the GPU at all (no handle for its index, e.g. it left the driver);
+- NVML cannot reach the GPU at all (no handle for its index, e.g. it left the driver, at two
+  tries in a row: one failed call is no fault);
 - row remapping failed, or a remapping waits for a GPU reset (Ampere and later);
 - retired pages wait for a GPU reset (before Ampere);
 - uncorrectable ECC errors since the driver loaded (NVML's volatile count);
@@ -168,10 +169,21 @@ class NvmlHealthCheck:
             _raise_unusable(exc)
             return None
 
+    def _handle(self, key: GpuKey) -> Any:
+        """NVML's handle of the GPU ``key`` (:func:`device_handle`), asked for again at once
+        when NVML fails to give it: a GPU the check closes stays closed until an admin opens
+        it, so one failed call (a timeout, a busy driver) must not close it. Raises the
+        second try's error."""
+        lib, device, uuid = self._lib, self.gpus[key], self._uuids.get(key)
+        try:
+            return device_handle(lib, device, uuid)
+        except Exception:  # asked again: a GPU that is gone fails both
+            return device_handle(lib, device, uuid)
+
     def _state_faults(self, key: GpuKey) -> list[str]:
         lib = self._lib
         try:
-            handle = device_handle(lib, self.gpus[key], self._uuids.get(key))
+            handle = self._handle(key)
         except Exception as exc:  # a GPU NVML cannot reach is not a healthy one
             _raise_unusable(exc)
             return [f"NVML cannot reach the GPU ({exc}): reset it or reboot"]

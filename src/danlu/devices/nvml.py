@@ -34,6 +34,11 @@ _GiB = 1024**3
 MAX_GPU_MEMORY = 1024**5
 """The most memory (bytes: 1 PiB) a GPU's report is believed for: a total above it, like
 one of 0 or less, is NVML reporting nonsense, and the GPU is left out as unreadable."""
+MIN_GPU_MEMORY = 256 * 1024**2
+"""The least memory (bytes: 256 MiB) a GPU's report is believed for (the GPUs today's drivers
+support have 1 GiB at least): a total below it is no byte count (a binding or shim reporting
+MiB or KiB: an 80 GB GPU's 81920 or 83886080), and the GPU is left out as unreadable,
+rather than served as a GPU on which no job asking for memory fits."""
 MAX_GPUS_PER_NODE = 1024
 """The most GPUs one host's NVML count is believed for (the largest hosts have 16): a count
 above it, or below 0, is NVML reporting nonsense, and discovery stops naming it rather than
@@ -95,23 +100,38 @@ def nvml_watts(milliwatts: object) -> float | None:
     return watts if watts is not None and watts <= MAX_PLAUSIBLE_WATTS else None
 
 
+NVML_NO_VALUE: frozenset[int] = frozenset({2**32 - 1, 2**64 - 1})
+"""NVML's unsigned "not available" (``NVML_VALUE_NOT_AVAILABLE``: every bit set, in 32 or 64
+bits): no count, however large it reads."""
+
+
 def nvml_count(value: object) -> int | None:
     """``value`` as the non-negative whole number NVML documents (a count, a flag, an id),
     or None for anything else (None, ``"N/A"``, a negative, fractional or non-finite
-    number): a field read as nonsense is one a caller cannot use, like an unsupported one."""
+    number, NVML's all-ones "not available" (:data:`NVML_NO_VALUE`) or more than 64 bits
+    hold): a field read as nonsense is one a caller cannot use, like an unsupported one."""
+    count: int | None = None
     if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, float) and math.isfinite(value) and value >= 0 and value.is_integer():
-        return int(value)
-    return None
+        count = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        count = int(value)
+    if count is None or count < 0 or count in NVML_NO_VALUE or count >= 2**64:
+        return None
+    return count
 
 
 def _memory(mem: Any) -> tuple[int, int]:
     """``(total, used)`` bytes of NVML's memory info; used is kept within ``[0, total]``.
-    Raises :class:`ValueError` (the GPU is unreadable) for a total NVML cannot mean."""
+    Raises :class:`ValueError` (the GPU is unreadable) for a total NVML cannot mean, or one
+    below :data:`MIN_GPU_MEMORY` (not in bytes)."""
     total = nvml_number(getattr(mem, "total", None))
     if total is None or not 0 < total <= MAX_GPU_MEMORY:
         raise ValueError(f"NVML reports {getattr(mem, 'total', None)!r} bytes of memory")
+    if total < MIN_GPU_MEMORY:
+        raise ValueError(
+            f"NVML reports {getattr(mem, 'total', None)!r} bytes of memory, less than any GPU "
+            "has: is the NVML binding, or a GPU-sharing shim, reporting MiB or KiB?"
+        )
     used = nvml_number(getattr(mem, "used", None))
     if used is None:
         raise ValueError(f"NVML reports {getattr(mem, 'used', None)!r} bytes of memory used")

@@ -36,7 +36,10 @@ its GPUs are not seen by danlu.
   An actor that died (Ray's ``ActorDiedError``, or one Ray no longer finds: its node lost,
   its worker killed) or that Ray cannot place (``ActorUnschedulableError``: its node left
   while the launch was made) makes the run a preemption: the job is re-queued to resume from
-  its checkpoint. One that cannot be reached for now (``ActorUnavailableError``) or does not
+  its checkpoint. One whose creation failed on its node (``actor_init_failed``: danlu not
+  importable there) makes the run a failure naming the node and Ray's cause
+  (:func:`~danlu.executors.ray_results.unstarted_result`): relaunched onto that node, it
+  fails the same way. One that cannot be reached for now (``ActorUnavailableError``) or does not
   answer in time is asked again at the next poll; other errors of Ray's are an
   :class:`ExecutorUnavailableError`.
 - **The GCS gone.** The control plane joins the cluster as a Ray driver, which Ray ends once
@@ -104,7 +107,13 @@ from danlu.executors.ray_records import (
     read_offsets,
     run_actors,
 )
-from danlu.executors.ray_results import exit_result, lost_result, started_at
+from danlu.executors.ray_results import (
+    creation_failure,
+    exit_result,
+    lost_result,
+    started_at,
+    unstarted_result,
+)
 from danlu.executors.ray_stops import CALL_TIMEOUT, RayStops
 from danlu.executors.ray_stops import KILL_RETRY as KILL_RETRY  # re-exported: it lived here
 from danlu.executors.ray_stops import KILLED as KILLED  # re-exported: it lived here
@@ -515,7 +524,8 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
             return recorded
         if launch.get("unsignalled"):
             self._signal_again(run_dir, launch)
-        answers = self._ask(run_dir, launch)
+        unstarted: dict[int, str] = {}
+        answers = self._ask(run_dir, launch, unstarted)
         if answers is None:  # not answering yet: Ray may still be starting the workers
             if self._clock() - launch["launched_at"] < START_TIMEOUT or launch.get("answered"):
                 return ExecStatus(RunState.RUNNING, stop_reason=reason)
@@ -528,6 +538,9 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
         if not self._append(run_dir, launch, answers):  # not ended before its output is in
             return ExecStatus(RunState.RUNNING, stop_reason=reason, started_at=started)
         present = [a for a in answers if a is not None]
+        if unstarted:  # an actor that could not start on its live node: no node lost
+            failed = unstarted_result(launch.get("nodes") or [], unstarted, started)
+            return self._finish(run_dir, launch, failed, reason)
         if len(present) < len(answers):  # an actor is gone: its node lost, or killed
             lost = lost_result(launch.get("nodes") or [], answers, started)
             return self._finish(run_dir, launch, lost, reason)
@@ -539,9 +552,13 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
             self._gang_stop(run_dir, launch, [a["exit_code"] for a in present])
         return ExecStatus(RunState.RUNNING, stop_reason=reason, started_at=started)
 
-    def _ask(self, run_dir: Path, launch: Mapping[str, Any]) -> list[dict[str, Any] | None] | None:
+    def _ask(
+        self, run_dir: Path, launch: Mapping[str, Any], unstarted: dict[int, str] | None = None
+    ) -> list[dict[str, Any] | None] | None:
         """Every actor's status (None for an actor that is gone: dead, not found, or one Ray
-        cannot place, its node gone); None when they do not all answer within
+        cannot place, its node gone); ``unstarted`` gets the rank and Ray's cause of each
+        gone actor whose creation failed on its node (:func:`creation_failure`: danlu not
+        importable there, its ``__init__`` raised). None when they do not all answer within
         :data:`CALL_TIMEOUT` (still starting, busy) or one cannot be reached for now
         (``ActorUnavailableError``): asked again at the next poll. Raises
         :class:`ExecutorUnavailableError` for Ray's other errors, and
@@ -559,7 +576,7 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
                 if len(ready) < len(pending):
                     return None
             out: list[dict[str, Any] | None] = []
-            for ref in refs:
+            for rank, ref in enumerate(refs):
                 if ref is None:
                     out.append(None)
                     continue
@@ -567,8 +584,11 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
                     out.append(self._ray.get(ref, timeout=CALL_TIMEOUT))
                 except self._busy:
                     return None
-                except self._gone:  # its node lost, its worker killed, or never placed
-                    out.append(None)
+                except self._gone as exc:  # its node lost, its worker killed, never placed,
+                    out.append(None)  # or never started
+                    cause = creation_failure(exc)
+                    if cause is not None and unstarted is not None:
+                        unstarted[rank] = cause
         return out
 
     def _append(

@@ -1,13 +1,15 @@
 """How a run of the Ray executor (:class:`~danlu.executors.ray_executor.RayExecutor`) ends,
 worked out from its actors' answers at a poll (each :meth:`NodeRun.status
 <danlu.executors.ray_actor.NodeRun.status>`, None for an actor that is gone): the result
-recorded when an actor is gone (:func:`lost_result`) or every node's command has exited
+recorded when an actor is gone (:func:`lost_result`), could not start on its node
+(:func:`unstarted_result`), or every node's command has exited
 (:func:`exit_result`), and the stop of the other nodes once one node's command has exited
 alone (:func:`gang_stop_reason`). Nothing here asks Ray or writes a file."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from danlu.executors.base import (
@@ -40,6 +42,50 @@ def lost_result(nodes: Sequence[str], answers: Answers, started: float) -> dict[
         "started_at": started,
         "error": f"the run's actor on {where or 'its node'} is gone (node lost?)",
         "node_lost": True,
+    }
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+"""The colour codes Ray puts in its errors' text."""
+MAX_CAUSE = 500
+"""The most characters of Ray's cause an unstarted actor's result keeps."""
+
+
+def creation_failure(error: BaseException) -> str | None:
+    """Ray's cause, in one line, when ``error`` (a call's error that means the actor is gone)
+    says the actor's creation failed on its node (Ray's ``ActorDiedError`` with
+    ``actor_init_failed``: danlu not importable there, or the actor's ``__init__`` raised);
+    else None (its node lost, its worker killed, never placed). The line is the last of
+    Ray's text that says something (the exception raised on the node), colour codes left
+    out."""
+    if getattr(error, "actor_init_failed", False) is not True:
+        return None
+    lines = [line.strip() for line in _ANSI.sub("", str(error)).splitlines()]
+    said = [line for line in lines if line and line.strip("^~ ")]
+    cause = said[-1] if said else type(error).__name__
+    return cause if len(cause) <= MAX_CAUSE else cause[: MAX_CAUSE - 3] + "..."
+
+
+def unstarted_result(
+    nodes: Sequence[str], causes: Mapping[int, str], started: float
+) -> dict[str, Any]:
+    """The result of a run an actor of which could not start on its node (``causes``: by
+    rank, Ray's cause, :func:`creation_failure`): a failure, not a lost node (the node is
+    there, and a run relaunched onto it fails the same way), naming the nodes (``nodes``:
+    the launch record's, by rank) and the fix."""
+    where = "; ".join(
+        f"{nodes[rank] if rank < len(nodes) else 'its node'}: {cause}"
+        for rank, cause in sorted(causes.items())
+    )
+    return {
+        "outcome": Outcome.FAILED.value,
+        "exit_code": None,
+        "started_at": started,
+        "error": (
+            f"the run's Ray actor could not start ({where}); is danlu (the control plane's "
+            "version) installed on that node (pip install 'danlu[ray]'), and its temporary "
+            "folder writable?"
+        ),
     }
 
 
