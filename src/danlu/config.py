@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from danlu.core.cluster import gpu_type
@@ -381,6 +381,17 @@ class Settings(BaseSettings):
     subprocess of the server). The submitter names the factory, so only code an admin
     listed here runs; a job naming another falls back to whole GPUs, with the reason."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_executor_setting_is_not_given(cls, data: Any) -> Any:
+        """An empty setting of an executor (``DANLU_RAY_ADDRESS=``) left out, so that it is
+        not among the settings given (``model_fields_set``), which
+        :func:`check_executor_settings` refuses for another executor at any value."""
+        if not isinstance(data, dict):
+            return data
+        executor_fields = {name for name, _owner, _shown in EXECUTOR_SETTINGS}
+        return {k: v for k, v in data.items() if not (k in executor_fields and v == "")}
+
     @field_validator("*", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: Any, info: ValidationInfo) -> Any:
@@ -562,13 +573,16 @@ as errors name them)."""
 def check_executor_settings(settings: Settings, fake_gpus: str | None = None) -> None:
     """Refuse, with a :class:`ConfigError` naming the flag, the variable and the fix, a
     setting that does nothing for the executor ``settings`` name: one of another executor's
-    :data:`EXECUTOR_SETTINGS` set to other than its default (``--ray-address`` without
-    ``--executor ray`` was ignored, and the jobs ran on this host), or fake GPUs
+    :data:`EXECUTOR_SETTINGS` given (a flag or a variable that is not empty), even at its
+    default's value, or set to other than its default (``--ray-address`` without
+    ``--executor ray`` was ignored, and the jobs ran on this host; ``--ray-address auto``
+    too, which is the default), or fake GPUs
     (``fake_gpus``, the ``--fake-gpus`` flag, or :attr:`Settings.fake_gpus`) for a cluster's
     executor. Called before anything is made, so a variable the environment sets for some
     other purpose stops the start-up by its name."""
     for name, owner, shown in EXECUTOR_SETTINGS:
-        given = getattr(settings, name) != Settings.model_fields[name].get_default()
+        changed = getattr(settings, name) != Settings.model_fields[name].get_default()
+        given = changed or name in settings.model_fields_set
         if given and settings.executor != owner:
             variable = ENV_PREFIX + name.upper()
             raise ConfigError(

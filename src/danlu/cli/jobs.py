@@ -225,7 +225,7 @@ def submit(
         if sweep is not None:
             parse_sweep(sweep)  # what only an array refuses (env.DANLU_ARRAY_INDEX), named here
     except DanluError as exc:
-        raise fail(exc if isinstance(exc, FlagValueError) else f"{spec}: {exc}") from None
+        raise fail(exc, None if isinstance(exc, FlagValueError) else spec) from None
     # --after's entries are depends_on's last: the server's refusal of one names that --after
     after_from = len(body.get("depends_on") or []) - len(after_items)
     if sweep is not None:  # submitted as its sweep, and waited for as one

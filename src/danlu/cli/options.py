@@ -8,30 +8,44 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import Field, TypeAdapter
+from pydantic import Field, TypeAdapter, ValidationError
+from rich.markup import escape
 
-from danlu.cli.markup import as_text
+from danlu.cli.markup import as_text, visible_lines
 from danlu.cli.markup import console as cli_console
 from danlu.cli.output import stderr_written
+from danlu.client.errors import ApiError
 from danlu.core.errors import SpecError
 from danlu.core.spec import load_spec_data
 from danlu.core.state import JobState
 from danlu.core.values import plain_number_text
 
 
-def error_line(exc: Exception | str) -> None:
+def error_line(exc: Exception | str, source: object = None) -> None:
     """Print ``error: ...`` on stderr, one line (its text shown as it is, never as Rich
     markup or terminal control), for an error after which the command goes on or exits
-    otherwise than :func:`fail` does (``danlu wait``'s timeout, 124)."""
-    line = f"[red]error:[/red] {as_text(exc)}"
+    otherwise than :func:`fail` does (``danlu wait``'s timeout, 124); ``source``: what it
+    is about, before it (a spec file's path: ``error: job.yaml: ...``). A spec error of
+    this side (not the server's) keeps its line breaks: the YAML reader's words and the
+    line with the fix that follows them (a tab in the file) read as lines, not with a
+    literal ``\\n`` (each line's control characters are still escapes)."""
+    text = escape(visible_lines(exc)) if own_spec_error(exc) else as_text(exc)
+    about = "" if source is None else f"{as_text(source)}: "
+    line = f"[red]error:[/red] {about}{text}"
     with stderr_written():  # 2>/dev/full: the exit code is all that is left to say
         cli_console(stderr=True).print(line, highlight=False, soft_wrap=True)
 
 
-def fail(exc: Exception | str) -> typer.Exit:
-    """Print ``error: ...`` on stderr (:func:`error_line`) and return the exit-2 exception
-    to raise."""
-    error_line(exc)
+def own_spec_error(exc: Exception | str) -> bool:
+    """Whether ``exc`` is a :class:`SpecError` raised here, in the words of danlu's own
+    spec reading, rather than an error the server sent (whose text is shown on one line)."""
+    return isinstance(exc, SpecError) and not isinstance(exc, ApiError)
+
+
+def fail(exc: Exception | str, source: object = None) -> typer.Exit:
+    """Print ``error: ...`` on stderr (:func:`error_line`, ``source`` before it) and return
+    the exit-2 exception to raise."""
+    error_line(exc, source)
     return typer.Exit(code=2)
 
 
@@ -80,11 +94,21 @@ def load_spec_file(path: Path, fix: str) -> Any:
         raise fail(exc) from None
 
 
-def _plain_number(flag: str, adapter: TypeAdapter[Any], example: str) -> Callable[[Any], Any]:
+def _plain_number(
+    flag: str,
+    adapter: TypeAdapter[Any],
+    example: str,
+    whole: bool,
+    low: float | None,
+    high: float | None,
+) -> Callable[[Any], Any]:
     """The parser of a number flag (:func:`int_option`, :func:`float_option`): a value not
-    written plainly is an error line and exit 2; the rest is read and bounded by ``adapter``,
-    as typer reads a number flag (its messages kept: ``Input should be less than or equal to
-    1000``). Typer passes the default through the parser too, as a number: kept as it is."""
+    written plainly, not a number (a ``whole`` one for an int flag) or out of the bounds
+    ``low`` .. ``high`` (read by ``adapter``) is one error line naming the flag, what it
+    takes and an ``example``, and exit 2 (click's usage text and boxed ``Invalid value``
+    were several). Typer passes the default through the parser too, as a number: kept as
+    it is."""
+    kind = "a whole number" if whole else "a number"
 
     def parse(value: Any) -> Any:
         if isinstance(value, str) and not plain_number_text(value):
@@ -95,9 +119,32 @@ def _plain_number(flag: str, adapter: TypeAdapter[Any], example: str) -> Callabl
                     f"without '_', e.g. {flag} {example}",
                 )
             )
-        return adapter.validate_python(value)
+        try:
+            return adapter.validate_python(value)
+        except ValidationError as exc:
+            kinds = {str(error["type"]) for error in exc.errors()}
+            bounds = _range_text(low, high)
+            if kinds & {"greater_than_equal", "less_than_equal"}:
+                shown = value if isinstance(value, str) else repr(value)
+                why = f"{shown} is out of range; give {kind} {bounds}"
+            else:
+                why = f"{value!r} is not {kind}; give one" + (f" {bounds}" if bounds else "")
+            raise fail(SpecError(flag, f"{why}, e.g. {flag} {example}")) from None
 
     return parse
+
+
+def _range_text(low: float | None, high: float | None) -> str:
+    """The bounds of a number flag in words: ``from 1 to 1000``, ``of 0.1 or more``."""
+
+    def number(bound: float) -> str:
+        return f"{bound:g}" if isinstance(bound, float) else str(bound)
+
+    if low is not None and high is not None:
+        return f"from {number(low)} to {number(high)}"
+    if low is not None:
+        return f"of {number(low)} or more"
+    return f"of {number(high)} or less" if high is not None else ""
 
 
 def _number_option(
@@ -121,7 +168,7 @@ def _number_option(
         min=low,
         max=high,
         help=help,
-        parser=_plain_number(flag, adapter, example),
+        parser=_plain_number(flag, adapter, example, kind is int, low, high),
         **extra,
     )
 

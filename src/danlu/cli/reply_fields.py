@@ -123,6 +123,7 @@ GPU_FIELDS: Mapping[str, Field] = {
     "allocated_memory": NUMBER,
     "allocated_milli": NUMBER,
     "jobs": SCALARS,
+    "other_jobs": WHOLE,
     "state": TEXT,
     "cordon_reason": TEXT,
 }

@@ -63,7 +63,7 @@ def sweep_submit(
         data = load_spec_file(spec, SWEEP_SPEC_FIX)
         parse_sweep(data)
     except DanluError as exc:
-        raise common.fail(f"{spec}: {exc}") from None
+        raise common.fail(exc, spec) from None
     out = common.ask(home, url, token, lambda c: c.submit_sweep(data))
     made = visible(str(out.get("id")))
     with stdout_written(f"sweep {made} was submitted all the same (danlu sweep show {made})"):

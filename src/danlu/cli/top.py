@@ -176,8 +176,8 @@ class NodesTable(FittedTable):
                 line = Text(f"  gpu {gpu_label(gpu)}  {visible(_gpu_type(node, gpu))}  ")
                 line.append_text(_gpu_memory(gpu))
                 line.append(f"  {_compute(int(gpu.get('allocated_milli') or 0))}  ")
-                jobs = ", ".join(visible(str(j)) for j in gpu.get("jobs") or [])
-                line.append("jobs " + (jobs or "-"))
+                held = gpu_holders(gpu, lambda job: visible(str(job)))
+                line.append("jobs " + (", ".join(held) or "-"))
                 out.append(line)
         return Group(*out)
 
@@ -187,6 +187,30 @@ def nodes_table(nodes: Sequence[dict[str, Any]]) -> NodesTable:
     the GPU's own state when not ready, and the reason), type, allocated memory bar, compute
     share, jobs; laid out for the width it is printed at (:class:`NodesTable`)."""
     return NodesTable(nodes)
+
+
+def others_text(count: int) -> str:
+    """Other users' jobs holding a GPU, whose ids a non-admin is not given, in words."""
+    return f"{count} job of another user" if count == 1 else f"{count} jobs of other users"
+
+
+def gpu_holders(gpu: dict[str, Any], shown: Callable[[Any], str]) -> list[str]:
+    """The jobs holding a share of ``gpu`` as ``GET /cluster/nodes`` lists them: the ids
+    given (each as ``shown`` writes it), then the count of the other users' jobs there
+    (``other_jobs``, a non-admin's view) in words; empty only for a GPU no job holds."""
+    holders = [shown(job) for job in gpu.get("jobs") or []]
+    others = int(gpu.get("other_jobs") or 0)
+    return [*holders, others_text(others)] if others > 0 else holders
+
+
+def node_job_count(gpus: Sequence[dict[str, Any]]) -> int:
+    """How many jobs hold the GPUs ``gpus`` of one node: the distinct ids given, and of the
+    other users' jobs (counted per GPU, without ids) as many as the one GPU with the most:
+    a job of another user on two GPUs is counted once, so this is the least there can
+    be."""
+    ids = {str(job) for gpu in gpus for job in gpu.get("jobs") or []}
+    others = max((int(gpu.get("other_jobs") or 0) for gpu in gpus), default=0)
+    return len(ids) + max(0, others)
 
 
 def _gpu_type(node: dict[str, Any], gpu: dict[str, Any]) -> str:
@@ -208,14 +232,14 @@ def _nodes_table(nodes: Sequence[dict[str, Any]], narrow: bool) -> Table:
     for node in nodes:
         name = escape(node_label(node))  # a name or reason is text, not Rich markup
         for gpu in node.get("gpus") or []:
-            jobs = gpu.get("jobs", []) or []
+            jobs = gpu_holders(gpu, as_text)
             table.add_row(
                 name,
                 escape(gpu_label(gpu)),
                 escape(visible(_gpu_type(node, gpu))),
                 _gpu_memory(gpu, sep="\n" if narrow else " "),
                 _compute(int(gpu.get("allocated_milli") or 0)),
-                ("\n" if narrow else ", ").join(as_text(j) for j in jobs) or "-",
+                ("\n" if narrow else ", ").join(jobs) or "-",
             )
             name = ""
     return table
@@ -255,7 +279,7 @@ class NodeSummary(FittedTable):
             used = sum(int(g.get("allocated_memory") or 0) for g in gpus)
             total = sum(int(g.get("memory") or 0) for g in gpus)
             milli = sum(int(g.get("allocated_milli") or 0) for g in gpus) / max(1, len(gpus))
-            jobs = len({str(j) for g in gpus for j in g.get("jobs") or []})
+            jobs = node_job_count(gpus)
             rows.append((node_label(node), visible(what), used, total, _compute(milli), str(jobs)))
         return rows
 
