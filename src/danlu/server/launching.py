@@ -172,6 +172,10 @@ class LaunchStep:
     # -- the launch step ----------------------------------------------------------------------
 
     def _launch(self, ids: list[str], t: float, report: RoundReport) -> None:
+        """Launch ``ids`` (their rows locked with this loop's token meanwhile), then record
+        the launches that went through. One that ends the step early (a store error as a
+        later job's launch is prepared) still has the launches made before it recorded:
+        their processes run."""
         claimed = self._claim(ids, t)
         went: set[str] = set()  # the nodes of the launches that went through
         taken: list[Launched] = []
@@ -179,9 +183,11 @@ class LaunchStep:
             for job_id in ids:
                 if job_id in claimed:
                     went |= self._launch_one(job_id, t, report, taken)
-            self._record_launches(taken, went, t, report)  # while the rows are this loop's
         finally:
-            self._release(claimed)
+            try:
+                self._record_launches(taken, went, t, report)  # while the rows are this loop's
+            finally:
+                self._release(claimed)
 
     def _launch_one(
         self,

@@ -10,7 +10,7 @@ One pass (:meth:`Reconciler.run_once`), under the ``scheduler`` lease:
    deliver cancellations and preemptions not yet delivered, and collect jobs recorded as
    started but never launched (a crash between the scheduling transaction and the launch;
    a run whose launch the executor took and that it no longer knows is a failure instead:
-   :data:`~danlu.server.run_exits.VANISHED`);
+   :data:`~danlu.server.run_exits.VANISHED`) (:mod:`~danlu.server.polling`);
    then cancel the jobs past their deadline or time limit (:mod:`~danlu.server.upkeep`: a
    run that exited before is settled by then) and stop their runs, with the job's
    preemption grace to checkpoint;
@@ -49,14 +49,10 @@ from sqlalchemy.orm import Session
 
 from danlu.config import Settings
 from danlu.core.errors import ConfigError, DanluError, PlacementError, UnknownNameError
-from danlu.core.state import JobState
 from danlu.executors import (
-    ExecStatus,
     Executor,
     ExecutorError,
     Handle,
-    Outcome,
-    StopReason,
     UnknownHandleError,
 )
 from danlu.sched import default_registry
@@ -66,10 +62,9 @@ from danlu.sched.project_usage import usage_half_life
 from danlu.sched.view import ClusterView, Plan
 from danlu.server import upkeep
 from danlu.server.db import Database, Job, Lease
-from danlu.server.failures import RepeatedFailure, judge_unasked_exit_75
+from danlu.server.failures import RepeatedFailure
 from danlu.server.health import HealthLoop
 from danlu.server.inventory import InventoryRefresh
-from danlu.server.launching import LaunchStep
 from danlu.server.loops import PassErrors, PeriodicLoop
 from danlu.server.metrics import ServerMetrics
 from danlu.server.plane_lease import (
@@ -83,17 +78,8 @@ from danlu.server.plane_lease import (
     scheduler_lease_ttl,
     take_lease,
 )
+from danlu.server.polling import PollStep
 from danlu.server.purge import Purger
-from danlu.server.run_exits import (
-    VANISHED,
-    RunGpus,
-    StopKind,
-    describe_exit,
-    ran_until,
-    run_gpus,
-    stop_of,
-    unasked_75,
-)
 from danlu.server.services import jobs, locks, nodes
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import HOLDING
@@ -184,7 +170,7 @@ def build_policy(settings: Settings) -> Policy:
         raise ConfigError(f"DANLU_POLICY_OPTIONS (--policy-option): {exc}") from None
 
 
-class Reconciler(LaunchStep):
+class Reconciler(PollStep):
     """The reconcile loop of one server (a background thread, or :meth:`run_once` by hand)."""
 
     def __init__(
@@ -462,198 +448,6 @@ class Reconciler(LaunchStep):
         finally:
             self._release(claimed)
         return not kept and len(claimed) == len(lost)
-
-    def _poll(
-        self, t: float, now: float | None, report: RoundReport, only: list[str] | None = None
-    ) -> list[str]:
-        """Poll every run that holds GPUs (``only``: of these jobs); settle exits (at
-        ``now``, the pass's time, when given: a caller driving its own clock; else when each
-        exit is seen); deliver stops; record the launch of a running run the store lacks
-        (:meth:`_record_running`). Returns the ids of jobs recorded RUNNING whose current
-        attempt was never launched."""
-        query = select(Job).where(Job.state.in_(HOLDING))
-        if only is not None:
-            query = query.where(Job.id.in_(only))
-        with self.db.read_session() as session:
-            rows = [
-                (
-                    j.id,
-                    j.attempt,
-                    j.state,
-                    stop_of(j),
-                    j.moved_from,
-                    j.launched_attempt,
-                    run_gpus(j),
-                )
-                for j in session.scalars(query.order_by(Job.seq))
-            ]
-        claimed = self._claim([r[0] for r in rows], t)
-        unlaunched: list[str] = []
-        unrecorded: list[tuple[str, int]] = []  # running, their launch not recorded
-        try:
-            for job_id, attempt, state, stop, moved, launched, run in rows:
-                if job_id not in claimed:
-                    continue
-                cancel = stop is not None
-                handle = Handle(job_id, attempt)
-                try:
-                    status: ExecStatus | None = self.executor.poll(handle)
-                except UnknownHandleError:
-                    status = None
-                except ExecutorError as exc:
-                    report.errors.append(f"poll {handle.key}: {exc}")
-                    continue
-                if status is None:
-                    if cancel or state == JobState.PREEMPTING.value:
-                        # never launched; a moved job's earlier run may still run on GPUs
-                        # the settle records free: it is asked to stop, and the job is
-                        # settled (by how that run ended) only once it has exited
-                        kill = stop is StopKind.CANCEL
-                        if self._stop_previous(job_id, attempt, report, cancel=kill):
-                            self._settle_unlaunched(job_id, attempt, moved, now, report)
-                    elif launched == attempt:  # it launched: its record vanished
-                        if self._gone_with_a_node(run[0], report):
-                            continue  # re-queued free by the inventory's refresh
-                        self._settle(job_id, attempt, VANISHED, resolve_now(now), report)
-                    else:
-                        unlaunched.append(job_id)
-                elif status.running:
-                    if launched is not None and launched != attempt:
-                        unrecorded.append((job_id, attempt))
-                    self._deliver(handle, state, stop, status, report)
-                else:
-                    # a preempting run that failed counts too: its GPUs may be to blame
-                    blamed = self._blame(status, run, now) if not cancel else None
-                    self._settle(job_id, attempt, status, resolve_now(now), report, blamed)
-            self._record_running(unrecorded, report)  # while the rows are this loop's
-        finally:
-            self._release(claimed)
-        return unlaunched
-
-    def _gone_with_a_node(
-        self, allocation: list[dict[str, object]] | None, report: RoundReport
-    ) -> bool:
-        """Whether a launched run whose record the executor no longer has may have gone with a
-        node that left: the executor's nodes, read again now (one backend call, for such a
-        run only), lack some of its GPUs (this pass's inventory refresh records that and
-        re-queues the job free, as a node's loss, not a failure of the job's), or cannot be
-        read (asked again at the next pass)."""
-        try:
-            cluster = self.executor.refresh_inventory()
-        except ExecutorError as exc:
-            report.errors.append(f"poll: cannot read the executor's nodes: {exc}")
-            return True
-        return bool(lost_gpus(allocation, cluster))
-
-    def _settle_unlaunched(
-        self, job_id: str, attempt: int, moved: int | None, now: float | None, report: RoundReport
-    ) -> None:
-        """Settle a stopping job whose run ``attempt`` never launched, no earlier run of it
-        running: by the exit of the run a move left (``moved``) when the executor knows it,
-        else as never launched (no GPU-hours charged for the run's wait, when the job's row
-        tells it never launched: :func:`~danlu.server.services.jobs.not_launched`). Left
-        for the next pass when the executor cannot say now."""
-        try:
-            left = self._left_run(job_id, moved)
-        except ExecutorError as exc:
-            report.errors.append(f"poll {job_id}#{moved}: {exc}")
-            return
-        ran = left is not None
-        self._settle(job_id, attempt, left, resolve_now(now), report, moved=ran, ran=ran)
-
-    def _deliver(
-        self,
-        handle: Handle,
-        state: str,
-        stop: StopKind | None,
-        status: ExecStatus,
-        report: RoundReport,
-    ) -> None:
-        """Ask a running run to stop as its job's row says: a cancel (SIGTERM, the short
-        cancel grace), a deadline's or time limit's stop (SIGTERM with the job's preemption
-        grace, to checkpoint: the job still ends CANCELLED) or a preemption."""
-        try:
-            if stop is StopKind.LIMIT:
-                if status.stop_reason is None:
-                    self.executor.preempt(handle, self.preempt_grace)
-                    report.stopped.append(handle.job_id)
-            elif stop is StopKind.CANCEL and status.stop_reason is not StopReason.CANCEL:
-                self.executor.cancel(handle)
-                report.stopped.append(handle.job_id)
-            elif state == JobState.PREEMPTING.value and status.stop_reason is None:
-                self.executor.preempt(handle, self.preempt_grace)
-                report.preempted.append(handle.job_id)
-        except ExecutorError as exc:
-            report.errors.append(f"stop {handle.key}: {exc}")
-
-    def _blame(self, status: ExecStatus, run: RunGpus, now: float | None) -> str | None:
-        """The run's GPUs the health check finds faulty, when it failed (None: none)."""
-        done = status.node_lost or status.outcome in (Outcome.SUCCEEDED, Outcome.PREEMPTED)
-        if self.health is None or done:
-            return None
-        allocation, since = run
-        places = {(str(p["node"]), int(p["gpu"])) for p in allocation or ()}
-        return self.health.blame(places, since, now)
-
-    def _settle(
-        self,
-        job_id: str,
-        attempt: int,
-        status: ExecStatus | None,
-        t: float,
-        report: RoundReport,
-        blamed: str | None = None,
-        moved: bool = False,
-        ran: bool = True,
-    ) -> None:
-        """Record the exit of run ``attempt``; ``blamed``: the faulty GPUs it failed on
-        (the job resumes then, with no restart counted); ``moved``: ``status`` is the exit
-        of the run a move left, judged in place of the new run's (never launched);
-        ``ran=False``: the executor knows no run of the job (a stop before its launch): no
-        GPU-hours are charged when the job's row tells that run never launched and no run
-        a move left ran meanwhile (:func:`~danlu.server.services.jobs.waits_for_launch`:
-        its wait for GPUs another run held is none). A run
-        that exited 75 on its own (a SIGTERM from outside danlu) resumes as a preempted one
-        does, unless the job made no progress since its previous such exit: then it counts
-        as a failure (:func:`~danlu.server.failures.judge_unasked_exit_75`). One that failed
-        while being preempted counts as a failure too. Its GPUs are charged up to its exit
-        (:func:`ran_until`)."""
-        succeeded, code, reason = describe_exit(status)
-        if blamed is not None:
-            reason = f"{reason}; on a GPU the health check finds faulty: {blamed}"
-        if moved:
-            reason = f"{reason} (the run it was moved from, while it stopped)"
-        lost = "gpu" if blamed is not None else "node" if status and status.node_lost else None
-        preempted = status is not None and status.outcome is Outcome.PREEMPTED
-        failed = status is not None and status.outcome in (Outcome.FAILED, Outcome.OOM)
-        try:
-            with self.db.session() as session:
-                job = self._held(session, job_id, attempt)
-                if job is None:
-                    return
-                never = not ran and jobs.waits_for_launch(job)
-                until = job.last_start if never else ran_until(status, job.last_start, t)
-                if unasked_75(status, job):
-                    ran_for = (t if until is None else until) - (job.last_start or t)
-                    counted, reason = judge_unasked_exit_75(session, job, ran_for)
-                    preempted = not counted
-                jobs.settle_exit(
-                    session,
-                    job,
-                    succeeded=succeeded,
-                    exit_code=code,
-                    reason=reason,
-                    node_lost=lost is not None,
-                    preempted=preempted,
-                    failed=failed,
-                    now=t,
-                    ran_until=until,
-                )
-            report.settled.append(job_id)
-            if lost is not None and self.metrics is not None and not succeeded:
-                self.metrics.runs_lost.labels(lost).inc()
-        except DanluError as exc:  # e.g. a concurrent cancel: the next pass settles it
-            report.errors.append(f"settle {job_id}: {exc}")
 
     def _record_plan(
         self, t: float, report: RoundReport, *, fallback: bool

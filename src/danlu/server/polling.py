@@ -1,0 +1,249 @@
+"""The reconcile loop's poll step (:class:`PollStep`, a part of
+:class:`~danlu.server.reconcile.Reconciler`): every run that holds GPUs is polled, its exit
+settled, the stop its job's row asks for delivered, and the launch of a running run the store
+lacks recorded. The executor is asked with no transaction open; each job is written back in
+its own, while this loop holds the job's row lock.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+
+from danlu.core.errors import DanluError
+from danlu.core.state import JobState
+from danlu.executors import (
+    ExecStatus,
+    ExecutorError,
+    Handle,
+    Outcome,
+    StopReason,
+    UnknownHandleError,
+)
+from danlu.server.db import Job
+from danlu.server.failures import judge_unasked_exit_75
+from danlu.server.health import HealthLoop
+from danlu.server.launching import LaunchStep
+from danlu.server.metrics import ServerMetrics
+from danlu.server.run_exits import (
+    VANISHED,
+    RunGpus,
+    StopKind,
+    describe_exit,
+    ran_until,
+    run_gpus,
+    stop_of,
+    unasked_75,
+)
+from danlu.server.services import jobs
+from danlu.server.services.common import resolve_now
+from danlu.server.services.projects import HOLDING
+from danlu.server.services.view import lost_gpus
+
+if TYPE_CHECKING:
+    from danlu.server.reconcile import RoundReport
+
+
+class PollStep(LaunchStep):
+    """The poll step of the reconcile loop (a mixin of
+    :class:`~danlu.server.reconcile.Reconciler`, which sets these attributes), and the
+    settling of a run's exit the launch step uses too."""
+
+    metrics: ServerMetrics | None
+    health: HealthLoop | None
+
+    def _poll(
+        self, t: float, now: float | None, report: RoundReport, only: list[str] | None = None
+    ) -> list[str]:
+        """Poll every run that holds GPUs (``only``: of these jobs); settle exits (at
+        ``now``, the pass's time, when given: a caller driving its own clock; else when each
+        exit is seen); deliver stops; record the launch of a running run the store lacks
+        (:meth:`_record_running`, also when a store error ends the poll early: until then
+        such a run is charged no energy). Returns the ids of jobs recorded RUNNING whose
+        current attempt was never launched."""
+        query = select(Job).where(Job.state.in_(HOLDING))
+        if only is not None:
+            query = query.where(Job.id.in_(only))
+        with self.db.read_session() as session:
+            rows = [
+                (
+                    j.id,
+                    j.attempt,
+                    j.state,
+                    stop_of(j),
+                    j.moved_from,
+                    j.launched_attempt,
+                    run_gpus(j),
+                )
+                for j in session.scalars(query.order_by(Job.seq))
+            ]
+        claimed = self._claim([r[0] for r in rows], t)
+        unlaunched: list[str] = []
+        unrecorded: list[tuple[str, int]] = []  # running, their launch not recorded
+        try:
+            for job_id, attempt, state, stop, moved, launched, run in rows:
+                if job_id not in claimed:
+                    continue
+                cancel = stop is not None
+                handle = Handle(job_id, attempt)
+                try:
+                    status: ExecStatus | None = self.executor.poll(handle)
+                except UnknownHandleError:
+                    status = None
+                except ExecutorError as exc:
+                    report.errors.append(f"poll {handle.key}: {exc}")
+                    continue
+                if status is None:
+                    if cancel or state == JobState.PREEMPTING.value:
+                        # never launched; a moved job's earlier run may still run on GPUs
+                        # the settle records free: it is asked to stop, and the job is
+                        # settled (by how that run ended) only once it has exited
+                        kill = stop is StopKind.CANCEL
+                        if self._stop_previous(job_id, attempt, report, cancel=kill):
+                            self._settle_unlaunched(job_id, attempt, moved, now, report)
+                    elif launched == attempt:  # it launched: its record vanished
+                        if self._gone_with_a_node(run[0], report):
+                            continue  # re-queued free by the inventory's refresh
+                        self._settle(job_id, attempt, VANISHED, resolve_now(now), report)
+                    else:
+                        unlaunched.append(job_id)
+                elif status.running:
+                    if launched is not None and launched != attempt:
+                        unrecorded.append((job_id, attempt))
+                    self._deliver(handle, state, stop, status, report)
+                else:
+                    # a preempting run that failed counts too: its GPUs may be to blame
+                    blamed = self._blame(status, run, now) if not cancel else None
+                    self._settle(job_id, attempt, status, resolve_now(now), report, blamed)
+        finally:  # a poll that ends early (a store error) records the runs it found too
+            try:
+                self._record_running(unrecorded, report)  # while the rows are this loop's
+            finally:
+                self._release(claimed)
+        return unlaunched
+
+    def _gone_with_a_node(
+        self, allocation: list[dict[str, object]] | None, report: RoundReport
+    ) -> bool:
+        """Whether a launched run whose record the executor no longer has may have gone with a
+        node that left: the executor's nodes, read again now (one backend call, for such a
+        run only), lack some of its GPUs (this pass's inventory refresh records that and
+        re-queues the job free, as a node's loss, not a failure of the job's), or cannot be
+        read (asked again at the next pass)."""
+        try:
+            cluster = self.executor.refresh_inventory()
+        except ExecutorError as exc:
+            report.errors.append(f"poll: cannot read the executor's nodes: {exc}")
+            return True
+        return bool(lost_gpus(allocation, cluster))
+
+    def _settle_unlaunched(
+        self, job_id: str, attempt: int, moved: int | None, now: float | None, report: RoundReport
+    ) -> None:
+        """Settle a stopping job whose run ``attempt`` never launched, no earlier run of it
+        running: by the exit of the run a move left (``moved``) when the executor knows it,
+        else as never launched (no GPU-hours charged for the run's wait, when the job's row
+        tells it never launched: :func:`~danlu.server.services.jobs.not_launched`). Left
+        for the next pass when the executor cannot say now."""
+        try:
+            left = self._left_run(job_id, moved)
+        except ExecutorError as exc:
+            report.errors.append(f"poll {job_id}#{moved}: {exc}")
+            return
+        ran = left is not None
+        self._settle(job_id, attempt, left, resolve_now(now), report, moved=ran, ran=ran)
+
+    def _deliver(
+        self,
+        handle: Handle,
+        state: str,
+        stop: StopKind | None,
+        status: ExecStatus,
+        report: RoundReport,
+    ) -> None:
+        """Ask a running run to stop as its job's row says: a cancel (SIGTERM, the short
+        cancel grace), a deadline's or time limit's stop (SIGTERM with the job's preemption
+        grace, to checkpoint: the job still ends CANCELLED) or a preemption."""
+        try:
+            if stop is StopKind.LIMIT:
+                if status.stop_reason is None:
+                    self.executor.preempt(handle, self.preempt_grace)
+                    report.stopped.append(handle.job_id)
+            elif stop is StopKind.CANCEL and status.stop_reason is not StopReason.CANCEL:
+                self.executor.cancel(handle)
+                report.stopped.append(handle.job_id)
+            elif state == JobState.PREEMPTING.value and status.stop_reason is None:
+                self.executor.preempt(handle, self.preempt_grace)
+                report.preempted.append(handle.job_id)
+        except ExecutorError as exc:
+            report.errors.append(f"stop {handle.key}: {exc}")
+
+    def _blame(self, status: ExecStatus, run: RunGpus, now: float | None) -> str | None:
+        """The run's GPUs the health check finds faulty, when it failed (None: none)."""
+        done = status.node_lost or status.outcome in (Outcome.SUCCEEDED, Outcome.PREEMPTED)
+        if self.health is None or done:
+            return None
+        allocation, since = run
+        places = {(str(p["node"]), int(p["gpu"])) for p in allocation or ()}
+        return self.health.blame(places, since, now)
+
+    def _settle(
+        self,
+        job_id: str,
+        attempt: int,
+        status: ExecStatus | None,
+        t: float,
+        report: RoundReport,
+        blamed: str | None = None,
+        moved: bool = False,
+        ran: bool = True,
+    ) -> None:
+        """Record the exit of run ``attempt``; ``blamed``: the faulty GPUs it failed on
+        (the job resumes then, with no restart counted); ``moved``: ``status`` is the exit
+        of the run a move left, judged in place of the new run's (never launched);
+        ``ran=False``: the executor knows no run of the job (a stop before its launch): no
+        GPU-hours are charged when the job's row tells that run never launched and no run
+        a move left ran meanwhile (:func:`~danlu.server.services.jobs.waits_for_launch`:
+        its wait for GPUs another run held is none). A run
+        that exited 75 on its own (a SIGTERM from outside danlu) resumes as a preempted one
+        does, unless the job made no progress since its previous such exit: then it counts
+        as a failure (:func:`~danlu.server.failures.judge_unasked_exit_75`). One that failed
+        while being preempted counts as a failure too. Its GPUs are charged up to its exit
+        (:func:`ran_until`)."""
+        succeeded, code, reason = describe_exit(status)
+        if blamed is not None:
+            reason = f"{reason}; on a GPU the health check finds faulty: {blamed}"
+        if moved:
+            reason = f"{reason} (the run it was moved from, while it stopped)"
+        lost = "gpu" if blamed is not None else "node" if status and status.node_lost else None
+        preempted = status is not None and status.outcome is Outcome.PREEMPTED
+        failed = status is not None and status.outcome in (Outcome.FAILED, Outcome.OOM)
+        try:
+            with self.db.session() as session:
+                job = self._held(session, job_id, attempt)
+                if job is None:
+                    return
+                never = not ran and jobs.waits_for_launch(job)
+                until = job.last_start if never else ran_until(status, job.last_start, t)
+                if unasked_75(status, job):
+                    ran_for = (t if until is None else until) - (job.last_start or t)
+                    counted, reason = judge_unasked_exit_75(session, job, ran_for)
+                    preempted = not counted
+                jobs.settle_exit(
+                    session,
+                    job,
+                    succeeded=succeeded,
+                    exit_code=code,
+                    reason=reason,
+                    node_lost=lost is not None,
+                    preempted=preempted,
+                    failed=failed,
+                    now=t,
+                    ran_until=until,
+                )
+            report.settled.append(job_id)
+            if lost is not None and self.metrics is not None and not succeeded:
+                self.metrics.runs_lost.labels(lost).inc()
+        except DanluError as exc:  # e.g. a concurrent cancel: the next pass settles it
+            report.errors.append(f"settle {job_id}: {exc}")
