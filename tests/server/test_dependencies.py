@@ -61,8 +61,8 @@ def test_a_pipeline_runs_in_order_and_what_can_never_run_is_cancelled(
         with db.read_session() as s:
             assert [p.id for p in build_snapshot(s, NOW + 1).view.pending] == []
             why = jobs.why(s, jobs.get_job(s, train), now=NOW + 1)
-            assert why == f"waiting for job {prep} (prep) to succeed (it is RUNNING); not " + (
-                "scheduled before"
+            assert why == f"waiting for job {prep} (prep) to succeed (it is RUNNING): not " + (
+                "scheduled until it does"
             )
         second = loop.run_once(now=NOW + 2)
         assert second.ready == [ids["monitor"]] and second.launched == [ids["monitor"]]
@@ -142,7 +142,7 @@ def test_the_api_and_the_cli_submit_with_dependencies(tmp_path: Path) -> None:
         second = c.get("/jobs", params={"limit": 1}).json()[0]
         assert second["waiting_on"] == first["id"]
         bad = CliRunner().invoke(app, ["submit", str(path), "--after", "abcd:soon", *flags])
-        assert bad.exit_code != 0 and "depends_on.0.condition" in bad.stderr
+        assert bad.exit_code != 0 and "--after 'abcd:soon'" in bad.stderr  # names the flag
         waited = CliRunner().invoke(
             app, ["wait", first["id"], second["id"], "--poll", "0.2", "--json", *flags]
         )

@@ -19,7 +19,7 @@ from danlu.core.errors import SpecError
 from danlu.executors import Outcome
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database, User
-from danlu.server.errors import ConflictError, PermissionDenied
+from danlu.server.errors import AdmissionError, ConflictError, PermissionDenied
 from danlu.server.services import cluster, events, jobs, metrics, sweeps, users
 
 NOW = 1_000_000.0
@@ -113,7 +113,6 @@ def test_sweeps_are_checked_owned_and_cancelled(db: Database) -> None:
         alice = user_and_nodes(s, (NODE,), NOW)
         bob = users.create_user(s, "bob", now=NOW)
         refused = {
-            "trial.resources.gpus: ": _sweep(trial={"command": ["x"], "resources": {"gpus": 9}}),
             "trial.command: write the command as an argv list": _sweep(trial={"command": "x"}),
             "parameters.lr: grid search takes values lists only": _sweep(
                 parameters={"lr": {"distribution": "uniform", "low": 0, "high": 1}}
@@ -127,6 +126,9 @@ def test_sweeps_are_checked_owned_and_cancelled(db: Database) -> None:
             with pytest.raises(SpecError) as caught:
                 sweeps.create(s, body, alice, now=NOW)
             assert str(caught.value).startswith(message), caught.value
+        never = _sweep(trial={"command": ["x"], "resources": {"gpus": 9}})
+        with pytest.raises(AdmissionError, match=r"^trial\.resources\.gpus: "):
+            sweeps.create(s, never, alice, now=NOW)  # as a job that can never fit
         sweep = sweeps.create(s, _sweep(), alice, now=NOW)
         assert sweeps.get(s, sweep.id[:5], alice) is sweep  # a unique prefix
         with pytest.raises(PermissionDenied):

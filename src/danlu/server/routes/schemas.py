@@ -15,6 +15,7 @@ from danlu.server.db import ApiToken, Job, JobEvent, JobMetric, Node, Project, U
 from danlu.server.services.cluster import ABSENT, ShareRecord
 from danlu.server.services.events import FeedEvent
 from danlu.server.services.nodes import state as node_state
+from danlu.server.services.projects import MAX_SHARE, MIN_SHARE, share_problem
 from danlu.server.services.usage import Standing
 
 MAX_GPU_INDEX = 1023
@@ -85,7 +86,7 @@ class JobOut(BaseModel):
     """When the job was held (not scheduled until released); null when not held."""
     waiting_on: str | None = None
     """The id of a job in the spec's ``depends_on`` whose condition this PENDING job still
-    waits for (it is not scheduled before); null when it waits for none."""
+    waits for (it is not scheduled until that condition holds); null when it waits for none."""
     purged_at: float | None = None
     """When the retention deleted the finished job's metrics, logs and checkpoints."""
     exit_code: int | None
@@ -267,6 +268,20 @@ UserName = Annotated[str, Field(min_length=1, max_length=64)]
 """A user's name in a request (the store's column holds 64 characters)."""
 
 
+_SHARE_RANGE: dict[str, Any] = {"minimum": MIN_SHARE, "maximum": MAX_SHARE}
+"""A project's ``share`` range, as the OpenAPI schema shows it (:func:`_share_in_range`
+checks it)."""
+
+
+def _share_in_range(value: float | None) -> float | None:
+    """A new ``share`` from :data:`MIN_SHARE` to :data:`MAX_SHARE`, refused with the range
+    (pydantic's bound errors named one end only); a stored project's smaller one stays."""
+    problem = None if value is None else share_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
 class ProjectIn(_In):
     """A new project (admin)."""
 
@@ -274,13 +289,14 @@ class ProjectIn(_In):
     priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
     quota_gpus: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
     quota_gpu_memory: int | None = Field(default=None, ge=0, le=2**62)
-    share: float = Field(default=1.0, gt=0, le=1e6, allow_inf_nan=False)
+    share: float = Field(default=1.0, allow_inf_nan=False, json_schema_extra=_SHARE_RANGE)
     members: list[UserName] = Field(default_factory=list, max_length=10_000)
     """The users who may submit jobs to it (besides the admins); empty: every user."""
 
     _numbers = field_validator(
         "priority", "quota_gpus", "quota_gpu_memory", "share", mode="before"
     )(_no_boolean)
+    _share = field_validator("share")(_share_in_range)
 
 
 class ProjectPatch(_In):
@@ -290,12 +306,13 @@ class ProjectPatch(_In):
     priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
     quota_gpus: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
     quota_gpu_memory: int | None = Field(default=None, ge=0, le=2**62)
-    share: float | None = Field(default=None, gt=0, le=1e6, allow_inf_nan=False)
+    share: float | None = Field(default=None, allow_inf_nan=False, json_schema_extra=_SHARE_RANGE)
     members: list[UserName] | None = Field(default=None, max_length=10_000)
 
     _numbers = field_validator(
         "priority", "quota_gpus", "quota_gpu_memory", "share", mode="before"
     )(_no_boolean)
+    _share = field_validator("share")(_share_in_range)
 
 
 class UserOut(BaseModel):

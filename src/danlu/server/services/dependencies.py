@@ -317,4 +317,4 @@ def explain(session: Session, job: Job) -> str:
     if verdict.waiting_on is None:
         return "dependencies met: scheduled from the next pass on"
     state = found[verdict.waiting_on].state.value
-    return f"{verdict.reason} (it is {state}); not scheduled before"
+    return f"{verdict.reason} (it is {state}): not scheduled until it does"

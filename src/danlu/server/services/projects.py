@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.errors import SpecError
 from danlu.core.state import JobState
+from danlu.sched.project_usage import MAX_WEIGHT
 from danlu.sched.quota import Quota, Usage, excess
 from danlu.server.db.models import Project
 from danlu.server.errors import ConflictError, NotFoundError
@@ -26,8 +27,12 @@ HOLDING = (JobState.RUNNING.value, JobState.PREEMPTING.value)
 """States whose jobs hold GPUs."""
 
 
-MAX_SHARE = 1e6
-"""The largest fair-share weight a project may have (the smallest is anything above 0)."""
+MAX_SHARE = MAX_WEIGHT
+"""The largest fair-share weight a project may be given."""
+MIN_SHARE = 1e-6
+"""The smallest fair-share weight a project may be given: a fair-share round divides by the
+weights, and a tiny one (``1e-320``) made a quotient overflow to infinity. A project stored
+with a smaller one before this bound keeps it."""
 
 
 def _check_quotas(quota_gpus: float | None, quota_gpu_memory: int | None) -> None:
@@ -37,9 +42,21 @@ def _check_quotas(quota_gpus: float | None, quota_gpu_memory: int | None) -> Non
         raise SpecError("quota_gpu_memory", "a quota cannot be negative; omit it for no limit")
 
 
+def share_problem(share: float) -> str | None:
+    """What is wrong with ``share`` as a project's new fair-share weight (the message of the
+    error naming ``share``), or None for one from :data:`MIN_SHARE` to :data:`MAX_SHARE`."""
+    if math.isfinite(share) and MIN_SHARE <= share <= MAX_SHARE:
+        return None
+    return (
+        f"a fair-share weight is from {MIN_SHARE:.6f} to {MAX_SHARE:,.0f}, not {share:g}; "
+        "weights are relative: scale them all alike"
+    )
+
+
 def _check_share(share: float) -> None:
-    if not (math.isfinite(share) and 0 < share <= MAX_SHARE):
-        raise SpecError("share", f"a fair-share weight is above 0 and at most {MAX_SHARE:g}")
+    problem = share_problem(share)
+    if problem is not None:
+        raise SpecError("share", problem)
 
 
 def create_project(

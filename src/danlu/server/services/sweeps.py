@@ -135,7 +135,7 @@ def create(
             submission.check_unfinished(session, owner, max_unfinished, adding=first)
         depends_on, _verdict = dependencies.resolve_for(session, trial.depends_on, user)
     except SpecError as exc:
-        raise SpecError(f"trial.{exc.field}".rstrip("."), exc.message) from None
+        raise _in_trial(exc) from None
     if depends_on:  # the full ids, for every trial (a prefix may name another job later)
         full = [dep.model_dump(mode="json") for dep in depends_on]
         spec = spec.model_copy(update={"trial": {**spec.trial, "depends_on": full}})
@@ -158,8 +158,19 @@ def create(
                 session, sweep, spec, user, t, _Trials(session, sweep, spec), stored=False
             )
     except (SpecError, AdmissionError) as exc:
-        raise SpecError(f"trial.{exc.field}".rstrip("."), exc.message) from None
+        raise _in_trial(exc) from None
     return sweep
+
+
+def _in_trial(exc: SpecError | AdmissionError) -> SpecError | AdmissionError:
+    """The error of a sweep's trial spec, its field under ``trial.``; an
+    :class:`AdmissionError` (the trial can never fit the cluster or the quota) stays one, as
+    a job that can never fit is refused (the client raises ``UnschedulableRequestError``
+    for it, ``InvalidRequestError`` for a :class:`SpecError`)."""
+    field = f"trial.{exc.field}".rstrip(".")
+    if isinstance(exc, AdmissionError):
+        return AdmissionError(field, exc.message)
+    return SpecError(field, exc.message)
 
 
 def get(session: Session, sweep_id: str, viewer: User | None = None) -> Sweep:
