@@ -9,13 +9,14 @@ import math
 from typing import Any
 
 import pytest
+from sqlalchemy import update
 
 from danlu.core.cluster import Allocation, Cluster, GpuShare
 from danlu.core.spec import parse_spec
 from danlu.core.units import GiB
 from danlu.sched.registry import make_policy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan, Resize, Start
-from danlu.server.db import Database
+from danlu.server.db import Database, Job
 from danlu.server.services import jobs, metrics, observe, users, view
 from danlu.server.services.record import apply_plan
 
@@ -243,6 +244,9 @@ def test_reports_reach_the_policy_through_the_store(seeded: Database) -> None:
         rigid = jobs.submit(s, _elastic("r", gpus="2"), alice, now=NOW + 1).id
         apply_plan(s, Plan(starts=(Start(job_id, _on(0, 1), 64),)), NOW + 2)
         apply_plan(s, Plan(starts=(Start(rigid, _on(2, 3)),)), NOW + 2)
+        # launched, as the launch loop records it: a run waiting for its launch has run 0 s
+        # at each snapshot, a status of its time, never reused
+        s.execute(update(Job).values(launched_attempt=Job.attempt))
 
     def status(t: float, job: str = job_id) -> JobStatus:
         with seeded.session() as s:

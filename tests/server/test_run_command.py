@@ -41,7 +41,7 @@ def test_a_command_runs_attached_and_gives_its_exit_code(
         result = CliRunner().invoke(app, ["run", *flags, "--gpus", "9", "--", "true"])
         assert result.exit_code == 2 and "gpus" in result.output  # refused at submission
         result = CliRunner().invoke(app, ["run", *flags, "--env", "NOT_SET_HERE_X", "--", "true"])
-        assert result.exit_code == 2 and "env.NOT_SET_HERE_X" in result.output
+        assert result.exit_code == 2 and "--env 'NOT_SET_HERE_X'" in result.output
 
 
 def test_ctrl_c_cancels_the_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
