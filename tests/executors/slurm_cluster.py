@@ -21,6 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from danlu.executors.slurm import SlurmExecutor
+from danlu.executors.slurmctl import SlurmCommands
+
 NODES = ("n1", "n2")
 GPUS_PER_NODE = 4
 DAEMONS = ("munged", "slurmctld", "slurmd")
@@ -214,3 +217,23 @@ def _wait_gone(pid: int | None, timeout: float = 10.0) -> None:
         time.sleep(0.1)
     with suppress(ProcessLookupError):
         os.kill(pid, 9)
+
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+"""The checkout's code, for the job's processes on the cluster's node."""
+
+CHECKPOINTS = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGTERM, lambda *_: (print('got SIGTERM', flush=True), sys.exit(75)))\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(120)\n"
+)
+"""A job that says ``ready``, then checkpoints (prints ``got SIGTERM``, exits 75) at a SIGTERM."""
+
+
+def executor_on(cluster: SlurmCluster, state: Path) -> SlurmExecutor:
+    """A Slurm executor on ``cluster``'s ``gpu`` partition, its records under ``state``,
+    polling at every call."""
+    commands = SlurmCommands(cluster.env)
+    base = {"PATH": cluster.env["PATH"], "PYTHONPATH": SRC}
+    return SlurmExecutor(commands, state, partition="gpu", base_env=base, poll_interval=0.0)

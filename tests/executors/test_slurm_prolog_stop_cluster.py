@@ -14,22 +14,12 @@ from pathlib import Path
 
 import pytest
 from run_helpers import launch, wait
-from slurm_cluster import SlurmCluster, available, slurm_cluster
+from slurm_cluster import CHECKPOINTS, SlurmCluster, available, executor_on, slurm_cluster
 
 from danlu.executors import GpuSlot, Outcome, StopReason
-from danlu.executors.slurm import SlurmExecutor
 from danlu.executors.slurmctl import SlurmCommands
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
-
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
-
-CHECKPOINTS = (
-    "import signal, sys, time\n"
-    "signal.signal(signal.SIGTERM, lambda *_: (print('got SIGTERM', flush=True), sys.exit(75)))\n"
-    "print('ready', flush=True)\n"
-    "time.sleep(120)\n"
-)
 
 
 @pytest.fixture(scope="module")
@@ -49,10 +39,7 @@ def test_a_run_stopped_in_its_prolog_gets_its_sigterm(
     slurm_with_prolog: SlurmCluster, tmp_path: Path
 ) -> None:
     commands = SlurmCommands(slurm_with_prolog.env)
-    base = {"PATH": slurm_with_prolog.env["PATH"], "PYTHONPATH": SRC}
-    ex = SlurmExecutor(
-        commands, tmp_path / "state", partition="gpu", base_env=base, poll_interval=0.0
-    )
+    ex = executor_on(slurm_with_prolog, tmp_path / "state")
     handle = ex.submit(launch("prolog-1", CHECKPOINTS, gpus=(GpuSlot(0, 0),)))
     (slurm_id,) = commands.find("danlu.prolog-1.0")
     deadline = time.monotonic() + 30

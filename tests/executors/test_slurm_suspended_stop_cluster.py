@@ -11,32 +11,19 @@ from pathlib import Path
 
 import pytest
 from run_helpers import launch, wait, wait_text
-from slurm_cluster import SlurmCluster
+from slurm_cluster import CHECKPOINTS, SlurmCluster, executor_on
 
 from danlu.executors import GpuSlot, Outcome, RunState, StopReason
-from danlu.executors.slurm import SlurmExecutor
 from danlu.executors.slurmctl import SlurmCommands
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
-
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
-
-CHECKPOINTS = (
-    "import signal, sys, time\n"
-    "signal.signal(signal.SIGTERM, lambda *_: (print('got SIGTERM', flush=True), sys.exit(75)))\n"
-    "print('ready', flush=True)\n"
-    "time.sleep(120)\n"
-)
 
 
 def test_a_suspended_run_is_preempted_once_slurm_resumes_it(
     slurm: SlurmCluster, tmp_path: Path
 ) -> None:
     commands = SlurmCommands(slurm.env)
-    base = {"PATH": slurm.env["PATH"], "PYTHONPATH": SRC}
-    ex = SlurmExecutor(
-        commands, tmp_path / "state", partition="gpu", base_env=base, poll_interval=0.0
-    )
+    ex = executor_on(slurm, tmp_path / "state")
     handle = ex.submit(launch("suspended-1", CHECKPOINTS, gpus=(GpuSlot(0, 0),)))
     (slurm_id,) = commands.find("danlu.suspended-1.0")
     wait_text(ex, handle, "ready")
