@@ -41,8 +41,8 @@ def test_a_pid_taken_by_another_process_since_the_scan_is_not_signalled(
 ) -> None:
     """The scan reads ``stranger``'s pid as this process's child of another start time (the
     child that had the pid, exited since); the signal then finds ``stranger`` there."""
-    guard_supervise = orphan_guard.supervise  # the guard's own copy (loaded by path)
-    real = guard_supervise._stat
+    guard_procs = orphan_guard.supervise.procs  # the guard's own copy (loaded by path)
+    real = guard_procs._stat
     target = Path(f"/proc/{stranger}/stat")
     seen: list[Path] = []
 
@@ -56,7 +56,7 @@ def test_a_pid_taken_by_another_process_since_the_scan_is_not_signalled(
         fields[19] = str(int(fields[19]) + 1).encode()
         return fields
 
-    monkeypatch.setattr(guard_supervise, "_stat", scanned)
+    monkeypatch.setattr(guard_procs, "_stat", scanned)
     orphan_guard.signal_descendants(signal.SIGKILL)
     assert seen == [target]  # the scan saw it as a descendant
     time.sleep(0.2)

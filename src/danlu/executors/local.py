@@ -199,11 +199,12 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
 
     def submit(self, job: JobLaunch) -> Handle:
         """Start ``job`` under a supervisor; raises :class:`JobAlreadyRunningError` while an
-        earlier run of the same job id still runs, :class:`GpusBusyError` while a run of
-        another job still holds one of its GPUs (see :func:`busy_gpus`), :class:`LaunchError`
-        when it cannot start (a file it cannot write: its ``log_dir`` a file, or not this
-        user's), :class:`NodeLaunchError` when the host cannot (a full disk). Either way no
-        run is left recorded."""
+        earlier run of the same job id still runs (or one was launched into the same state
+        directory while this launch was being made: its records are left alone),
+        :class:`GpusBusyError` while a run of another job still holds one of its GPUs (see
+        :func:`busy_gpus`), :class:`LaunchError` when it cannot start (a file it cannot write:
+        its ``log_dir`` a file, or not this user's), :class:`NodeLaunchError` when the host
+        cannot (a full disk). Either way no run is left recorded (by this launch)."""
         account = self._account(job)
         run_dir = self._clear_for(job, self._cluster)
         if job.workdir is not None and account is None and not Path(job.workdir).is_dir():
@@ -256,7 +257,7 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         log_path, log = self._log_file(log_dir, job.job_id)
         with log:
             offset = log.seek(0, os.SEEK_END)
-            run_dir.mkdir(mode=0o700)
+            self._make_run_dir(run_dir, job.job_id)
             record = self._launch_record(job, log_path, offset)
             if log_path.parent != self._log_dir.resolve():  # the launch's own log_dir
                 record["log_dir"] = str(log_path.parent)

@@ -243,15 +243,18 @@ def log_size(path: str | Path) -> int:
 
 def log_tail(path: str | Path, start: int = 0) -> str:
     """The end of the log at ``path`` written since byte ``start`` (this run's part), at
-    most :data:`LOG_TAIL_BYTES` of it; empty when it cannot be read. As for :func:`read_log`,
-    a symbolic link at ``path`` is not followed and only a regular file of one name is read:
-    any other reads as empty, with a warning logged."""
+    most :data:`LOG_TAIL_BYTES` of it; empty when it cannot be read. A log shorter than
+    ``start`` was truncated since the run began (``truncate``, logrotate's ``copytruncate``),
+    and the run went on writing from its start: its end is read then. As for
+    :func:`read_log`, a symbolic link at ``path`` is not followed and only a regular file
+    of one name is read: any other reads as empty, with a warning logged."""
     try:
         fd = _open_log(path)
         if fd is None:
             return ""
         with open(fd, "rb") as f:
             end = f.seek(0, os.SEEK_END)
+            start = 0 if start > end else start
             f.seek(max(start, end - LOG_TAIL_BYTES))
             return f.read().decode("utf-8", "replace")
     except OSError:

@@ -392,6 +392,20 @@ class RunDirExecutor(Executor):
         busy_gpus(job, self._held())
         return run_dir
 
+    def _make_run_dir(self, run_dir: Path, job_id: str) -> None:
+        """Make the run directory ``run_dir`` of a launch of job ``job_id`` (mode 0700), which
+        :meth:`_clear_for` found free. Raises :class:`JobAlreadyRunningError` when it is there
+        again: another executor on the same state directory launched the job meanwhile. That
+        is no failure of this launch's, whose clean-up (removing the run directory it made)
+        would delete the records of the other's run, running on unseen."""
+        try:
+            run_dir.mkdir(mode=0o700)
+        except FileExistsError:
+            raise JobAlreadyRunningError(
+                f"job {job_id} was launched by another executor on {self._runs} while this "
+                "launch was being made; its run is that one"
+            ) from None
+
     def _started(self, run_dir: Path, record: dict[str, Any]) -> None:
         """A run was launched from ``run_dir``: it is live."""
         if self._live is not None:

@@ -1,0 +1,60 @@
+"""Two launches of the same job into one state directory at the same time (two executors
+on it: a control plane restarted while the old one still ran its pass): the second found
+no run directory in its checks, then found the first's there when it made its own. It
+took that for a failure of its own launch and deleted the directory, with the records of
+the first's run, which ran on unseen, its GPUs taken as free."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from danlu.core.cluster import Cluster
+from danlu.executors import (
+    JobAlreadyRunningError,
+    JobLaunch,
+    LocalExecutor,
+    RunState,
+    supervise,
+)
+
+SLEEP = (sys.executable, "-c", "import time; time.sleep(60)")
+
+
+def test_a_launch_that_finds_the_run_launched_meanwhile_leaves_it_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = Cluster.homogeneous(1, 1)
+    first = LocalExecutor(cluster, tmp_path / "state", base_env={}, cancel_grace=0.5)
+    second = LocalExecutor(cluster, tmp_path / "state", base_env={}, cancel_grace=0.5)
+    checked = LocalExecutor._clear_for
+    launched = []
+
+    def checked_then_raced(self: LocalExecutor, job: JobLaunch, c: Cluster) -> Path:
+        run_dir = checked(self, job, c)
+        if self is second:  # the first executor launches it between the check and the mkdir
+            launched.append(first.submit(JobLaunch("twice", SLEEP)))
+        return run_dir
+
+    monkeypatch.setattr(LocalExecutor, "_clear_for", checked_then_raced)
+    with pytest.raises(JobAlreadyRunningError, match="twice"):
+        second.submit(JobLaunch("twice", SLEEP))
+    monkeypatch.undo()
+    (handle,) = launched
+    run_dir = tmp_path / "state" / "runs" / "twice"
+    try:
+        assert (run_dir / supervise.LAUNCH).is_file(), "the running run's records were deleted"
+        assert first.poll(handle).state is RunState.RUNNING
+        assert second.adopt() == [handle]
+    finally:
+        if (run_dir / supervise.LAUNCH).is_file():
+            first.cancel(handle)
+            while first.poll(handle).running:
+                time.sleep(0.05)
+        else:  # (its records gone, its supervisor stops it as for a cancel)
+            first._children["twice"].terminate()
+            first._children["twice"].wait(30)
+        first.close()
