@@ -28,11 +28,13 @@ def test_spec_error_names_the_section_a_misplaced_field_goes_in() -> None:
 
 
 def test_a_sweep_spec_error_does_not_send_a_field_to_a_job_spec_section() -> None:
+    """A sweep's job spec fields go under its ``trial``: the error names
+    ``trial.resources.gpus``, never the job spec's own ``resources.gpus``."""
     with pytest.raises(ValidationError) as caught:
         JobSpec.model_validate({"name": "a", "gpus": 2})
     error = spec_errors.spec_error(caught.value, "sweep spec")
-    assert "check the spelling against the sweep spec reference" in str(error)
-    assert "resources.gpus" not in str(error)
+    assert "write it as trial.resources.gpus" in str(error)
+    assert " resources.gpus" not in str(error)
 
 
 def test_name_error_says_what_breaks_the_rule() -> None:

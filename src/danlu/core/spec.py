@@ -20,7 +20,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -53,6 +53,7 @@ from danlu.core.spec_limits import SPEC_LIMITS as SPEC_LIMITS
 from danlu.core.spec_limits import check_limits as check_limits
 from danlu.core.spec_limits import file_url_path as file_url_path
 from danlu.core.spec_limits import is_checkpoint_location as is_checkpoint_location
+from danlu.core.spec_limits import tilde_note
 from danlu.core.spec_text import parse_text, type_name, written_text
 from danlu.core.spec_training import DEFAULT_OPTIMIZER, Precision, optimizer_name, precision_name
 from danlu.core.units import parse_bytes, parse_duration
@@ -301,6 +302,8 @@ class Resources(_Strict):
     def _gpu_memory(cls, value: Any) -> Any:
         if value is None or value == "auto":
             return value
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"  # Auto, AUTO: was "not a byte size", which never named auto
         return _size(value)
 
     _memory = field_validator("memory", mode="before")(_size)
@@ -439,6 +442,14 @@ class Dependency(_Strict):
     @field_validator("job")
     @classmethod
     def _job(cls, value: str) -> str:
+        job, colon, condition = value.partition(":")
+        conditions = get_args(cls.model_fields["condition"].annotation)
+        if colon and _JOB_REF.match(job.strip()) and condition.strip() in conditions:
+            # --after's ID:CONDITION, written in a spec
+            raise ValueError(
+                f"{quoted(value)} is not a job id: write the condition apart, "
+                f"{{job: {job.strip()}, condition: {condition.strip()}}}"
+            )
         if not _JOB_REF.match(value):
             raise ValueError(f"{quoted(value)} is not a job id: {_JOB_FIX}")
         return value
@@ -504,7 +515,10 @@ class JobSpec(_Strict):
         if value is None:
             return None
         if not value.startswith("/"):
-            raise ValueError(f"{quoted(value)} is not an absolute path; write one, e.g. /data/runs")
+            raise ValueError(
+                f"{quoted(value)} is not an absolute path{tilde_note(value)}; write one, e.g. "
+                "/data/runs"
+            )
         if len(value.encode()) > MAX_PATH:
             raise ValueError(f"a path is at most {MAX_PATH} bytes (Linux's PATH_MAX)")
         return value
@@ -619,6 +633,8 @@ def parse_spec(data: Any, *, stored: bool = False) -> JobSpec:
     was (an older version's bounds may have been looser)."""
     if not isinstance(data, dict):
         raise SpecError("", f"a job spec must be a mapping of fields, got {type_name(data)}")
+    if not data:  # an empty file, or one of only comments: "name: this field is required"
+        raise SpecError("", f"the job spec is empty (no fields): {_EMPTY_FIX}")
     if not stored:
         check_values(data, limits=SPEC_LIMITS)
     try:
@@ -630,6 +646,13 @@ def parse_spec(data: Any, *, stored: bool = False) -> JobSpec:
     if not stored:
         check_limits(spec)
     return spec
+
+
+_EMPTY_FIX = (
+    "a file of only blank lines or comments is so; write its fields, at least its name and "
+    "command, e.g. name: train and command: [python, train.py]"
+)
+"""What to do about an empty job spec (:func:`parse_spec`)."""
 
 
 def load_spec(path: str | Path) -> JobSpec:
@@ -703,4 +726,5 @@ def loads_spec(text: str, is_json: bool = False) -> JobSpec:
     it."""
     if not isinstance(text, str):
         raise SpecError("text", f"must be the spec's text, a string (got {quoted(text)})")
-    return parse_spec(parse_text(text, is_json))
+    data = parse_text(text, is_json)
+    return parse_spec({} if data is None else data)  # empty, as load_spec_data reads it

@@ -5,15 +5,16 @@ the rule of a job or sweep name with the error that says what breaks it (:func:`
 
 from __future__ import annotations
 
-import difflib
-import functools
+import math
 import re
 from typing import Any
 
 from pydantic import ValidationError
 
 from danlu.core.errors import SpecError
+from danlu.core.spec_hints import field_hint, sweep_example
 from danlu.core.spec_text import type_name, written_text
+from danlu.core.units import format_duration
 from danlu.core.values import quoted
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
@@ -51,8 +52,12 @@ def spec_error(exc: ValidationError, kind: str = "job spec") -> SpecError:
     YAML read as no text (``on:``) names the mapping it is in, not ``1``; text where a
     number goes (``cpus: 4 cores``) is shown with what to write; a value that none of a
     union's types takes (``low: small``), which pydantic reports once a type at the field
-    plus the type's name (``parameters.lr.low.int``), is told once, at the field."""
-    errors = exc.errors()
+    plus the type's name (``parameters.lr.low.int``), is told once, at the field. A key
+    spelt nearly as a field, or as another tool names it, names the field
+    (:func:`~danlu.core.spec_hints.field_hint`), before pydantic's "missing" of that field
+    (``paramaters``); a number past a bound is shown with the value (a duration's in
+    seconds, with how long that is)."""
+    errors = _misspelt_for_missing(exc.errors(), kind)
     first = errors[0]
     members = _union_members(errors)
     loc = first["loc"][:-1] if members else first["loc"]
@@ -71,21 +76,27 @@ def spec_error(exc: ValidationError, kind: str = "job spec") -> SpecError:
     if kind_of_error == "extra_forbidden":
         message = f"unknown field; check the spelling against the {kind} reference"
         section = ".".join(str(p) for p in first["loc"][:-1])
-        home = _home(str(first["loc"][-1]), section) if kind == "job spec" else None
-        if home is not None and home.rpartition(".")[0] == section:  # Priority, gpu-memory
-            message = f"unknown field; did you mean {home}? {message.partition('; ')[2]}"
-        elif home is not None and section in _SECTIONS:
+        meant, home = field_hint(str(first["loc"][-1]), section, kind)
+        if meant is not None:  # Priority, gpu-memory, paramaters
+            message = f"unknown field; did you mean {meant}? {message.partition('; ')[2]}"
+        elif home is not None:  # gpus: 2 at the top level
             message = f"unknown field here; it is a field of {_section(home)}: write it as {home}"
     if kind_of_error.endswith("_type") and given is None:  # priority:, resources: (empty)
         message = _NULL + (_NULL_SECTION if kind_of_error == "model_type" else _NULL_VALUE)
     elif kind_of_error == "model_type":  # resources: 2, not "...or instance of Resources"
         message = f"must be a mapping of its fields, e.g. {{field: value}}, not {quoted(given)}"
+        message += sweep_example(field, given, kind)  # metric: loss, lr: [0.1, 0.2]
     elif kind_of_error == "dict_type":  # parameters: [lr, wd]
         message = f"must be a mapping, e.g. {{name: value}}, not {quoted(given)}"
+        message += sweep_example(field, given, kind)  # trial: job.yaml
+    elif kind_of_error == "too_short":  # parameters: {}
+        message += sweep_example(field, given, kind)
     elif kind_of_error == "list_type":  # command: {python: train.py}
         message = f"must be a list, e.g. [first, second], not {quoted(given)}"
     elif kind_of_error in _NUMBER_FIXES:  # cpus: 4 cores, priority: high
         message = f"{message} (got {quoted(given)}): {_NUMBER_FIXES[kind_of_error]}"
+    elif kind_of_error in _BOUNDS:  # time_limit: 0, max_restarts: -1, preempt_grace: 2h
+        message = _bound_message(kind_of_error, first.get("ctx") or {}, given, field)
     if not field and ": " in message:
         field, _, message = message.partition(": ")
     if first["loc"][-1:] == ("[key]",):  # parameters: {1: ...}, a key of a str-keyed dict
@@ -101,35 +112,29 @@ def spec_error(exc: ValidationError, kind: str = "job spec") -> SpecError:
     return SpecError(field, message + more)
 
 
-@functools.cache
-def _field_homes() -> dict[str, str]:
-    """Where each field of a job spec and its ``resources`` and ``training`` goes, by its
-    name (no two share a name): ``gpus`` -> ``resources.gpus``, for the error of one written
-    in another section (``gpus: 2`` at the top level)."""
-    from danlu.core.spec import JobSpec, Resources, TrainingHints  # it imports this module
+def _misspelt_for_missing(errors: list[Any], kind: str) -> list[Any]:
+    """``errors`` with a required field's "missing" left out where a key of its section is
+    that field misspelt (``paramaters:``), which is then told first: pydantic reports the
+    missing field first, so the error said "parameters: this field is required" and the
+    user looked for a field they had written."""
+    misspelt: dict[str, Any] = {}
+    for error in errors:
+        if error.get("type") == "extra_forbidden":
+            section = _dotted(error["loc"][:-1])
+            meant = field_hint(str(error["loc"][-1]), section, kind)[0]
+            if meant is not None:
+                misspelt.setdefault(meant, error)
+    missing = {_dotted(e["loc"]) for e in errors if e.get("type") == "missing"}
+    told = [error for path, error in misspelt.items() if path in missing]
+    if not told:
+        return errors
+    explained = [e for e in errors if e.get("type") == "missing" and _dotted(e["loc"]) in misspelt]
+    return [*told, *(e for e in errors if not any(e is t for t in [*told, *explained]))]
 
-    sections = (("", JobSpec), ("resources.", Resources), ("training.", TrainingHints))
-    return {name: prefix + name for prefix, model in sections for name in model.model_fields}
 
-
-_SECTIONS = ("", "resources", "training")
-"""The sections of a job spec whose fields :func:`_field_homes` knows."""
-
-
-def _home(name: str, section: str) -> str | None:
-    """Where the field a job spec names ``name`` in ``section`` (dotted; ``""``: the top
-    level) goes (:func:`_field_homes`): the field of that name, else of that name in lower
-    case with ``_`` for ``-`` and blanks (``Priority``, ``gpu-memory``), else, in a section
-    of :data:`_SECTIONS`, one of the section's fields spelt nearly so (``max_restart``,
-    ``gpu_memroy``); None for a name like no field's (``gpuz``)."""
-    homes = _field_homes()
-    plain = re.sub(r"[-\s]+", "_", name.strip().lower())
-    home = homes.get(name) or homes.get(plain)
-    if home is not None or section not in _SECTIONS:
-        return home
-    here = [field for field, path in homes.items() if path.rpartition(".")[0] == section]
-    close = difflib.get_close_matches(plain, here, n=1, cutoff=0.85)
-    return homes[close[0]] if close else None
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    """An error's location as a dotted path (``parameters.lr.low``)."""
+    return ".".join(str(part) for part in loc)
 
 
 def _section(path: str) -> str:
@@ -171,10 +176,55 @@ _NUMBER_FIXES = {
     "int_parsing": "write a whole number, e.g. 4, without a unit",
     "int_from_float": "write a whole number, e.g. 4",
     "float_parsing": "write a number, e.g. 4 or 0.5, without a unit or a %",
+    "bool_parsing": "write true or false",
 }
 """What to write instead, by pydantic's error type, of text (or a fraction) where a number
-goes: pydantic said only "Input should be a valid number, unable to parse string as a
-number", without the value or the fix."""
+(or a boolean: ``preemptible: maybe``) goes: pydantic said only "Input should be a valid
+number, unable to parse string as a number", without the value or the fix."""
+
+_BOUNDS = {
+    "greater_than": ("gt", "greater than"),
+    "greater_than_equal": ("ge", "greater than or equal to"),
+    "less_than": ("lt", "less than"),
+    "less_than_equal": ("le", "less than or equal to"),
+}
+"""pydantic's error types of a number out of a field's bound: the bound's key in the
+error's ``ctx``, and how the message says it (in pydantic's words)."""
+
+_DURATION_FIELDS = frozenset(
+    {"deadline", "time_limit", "preempt_grace", "training.expected_duration"}
+)
+"""A job spec's fields that take a duration (``2h``, ``04:00:00``), read as seconds."""
+
+
+def _bound_message(kind_of_error: str, ctx: dict[str, Any], given: Any, field: str) -> str:
+    """A number beyond a field's bound, said with the value (pydantic said only "Input should
+    be greater than 0"); a duration's in seconds, as the field reads ``2h``, with how long
+    that is (``preempt_grace: 2h``: "must be less than or equal to 3600 seconds (1h), not
+    7200 seconds (2h)")."""
+    key, words = _BOUNDS[kind_of_error]
+    bound = ctx.get(key)
+    number = isinstance(given, int | float) and not isinstance(given, bool)
+    if not (number and isinstance(bound, int | float)):
+        return f"must be {words} {quoted(bound)} (got {quoted(given)})"
+    if field not in _DURATION_FIELDS:
+        return f"must be {words} {_number(bound)}, not {_number(given)}"
+    unset = ", or leave it out" if key == "gt" and bound == 0 else ""  # deadline: 0
+    return f"must be {words} {_seconds(bound)}, not {_seconds(given)}{unset}"
+
+
+def _number(value: float) -> str:
+    """A bound or a value as an error shows it: ``0`` and ``1``, not ``0.0`` and ``1.0``."""
+    return f"{value:g}" if isinstance(value, float) else written_text(value)
+
+
+def _seconds(value: float) -> str:
+    """``7200`` seconds as ``7200 seconds (2h)``; ``0`` as ``0 seconds``."""
+    shown = f"{_number(value)} seconds"
+    if value >= 60 and math.isfinite(value):
+        return f"{shown} ({format_duration(value)})"
+    return shown
+
 
 _NULL = "is null (YAML reads an empty value, ~ and null so)"
 _NULL_VALUE = ": give it a value (or leave it out, for its default)"

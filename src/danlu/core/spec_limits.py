@@ -95,8 +95,20 @@ def check_limits(spec: JobSpec) -> None:
     _check_gpu_types(res)
     _check_batch_sizes(training)
     for key in spec.env:
-        if not key or "=" in key:
-            raise SpecError("env", f"{quoted(key)} is not an environment variable name")
+        if not key:
+            raise SpecError(
+                "env",
+                "'' is not an environment variable name (it is empty): name the variable, "
+                "e.g. env: {SEED: '1'}",
+            )
+        if "=" in key:
+            name, _, after = key.partition("=")
+            raise SpecError(
+                "env",
+                f"{quoted(key)} is not an environment variable name (it holds '='): write the "
+                f"name as the key and the value after it, e.g. env: {{{name or 'NAME'}: "
+                f"'{after}'}}",
+            )
     _check_command(spec)
     _check_exec_size(spec)
     for field, text in (("project", spec.project), ("user", spec.user)):
@@ -112,8 +124,9 @@ def check_limits(spec: JobSpec) -> None:
         raise SpecError(
             "checkpoint_dir",
             f"{quoted(spec.checkpoint_dir)} is neither an absolute path nor a URL "
-            f"(at most {MAX_PATH:,} characters): write /shared/ckpt/run1 or s3://bucket/run1, "
-            "or leave it out for a directory of the job's own",
+            f"(at most {MAX_PATH:,} characters){tilde_note(spec.checkpoint_dir)}: write "
+            "/shared/ckpt/run1 or s3://bucket/run1, or leave it out for a directory of the "
+            "job's own",
         )
     location = spec.checkpoint_dir or ""  # a relative file:// URL: admission's 422, now here
     if (path := file_url_path(location)) is not None and not path.startswith("/"):
@@ -182,6 +195,14 @@ def _check_sizes(res: Resources) -> None:
                 f"{format_bytes(size)}{per} is below 1 MiB (a number without a unit is bytes): "
                 f"give the size a unit, e.g. {example}",
             )
+
+
+def tilde_note(path: str) -> str:
+    """``" (~ is not expanded: ...)"`` for a ``path`` written from a home (``~/runs``), which
+    no shell expands in a spec and so is relative; ``""`` for any other."""
+    if not path.startswith("~"):
+        return ""
+    return " (~ is not expanded here: write the home's own path, e.g. /home/you/...)"
 
 
 MAX_PATH = 4096

@@ -373,6 +373,10 @@ def parse_sweep(data: Any) -> SweepSpec:
     field (``trial.resources.gpus`` for one of the trial's)."""
     if not isinstance(data, dict):
         raise SpecError("", f"a sweep spec must be a mapping of fields, got {type_name(data)}")
+    if not data:
+        raise SpecError(
+            "", "the sweep spec is empty (no fields): write its name, trial and parameters"
+        )
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
