@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -71,13 +72,15 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 """This checkout's sources, put first on a worker process's ``PYTHONPATH``."""
 
 
-def run_worker_ranks(
+def worker_ranks_outcome(
     script: Path, world: int, args: Sequence[str], timeout: float, **env: str
-) -> None:
+) -> list[tuple[int | None, str]]:
     """Run ``world`` processes of ``script`` (a gloo job's ranks on this machine), each as
     ``script RANK WORLD PORT *args``, with one OpenMP thread, this checkout's sources and
-    ``env``; assert each exits 0 within ``timeout`` seconds (its stderr's end otherwise).
-    A rank left running when another failed (waiting in a collective) is killed."""
+    ``env``: each rank's exit code and stderr, in rank order. A rank still running
+    ``timeout`` seconds after the start (a hang, or waiting in a collective for a rank that
+    failed) is killed: its exit code reads None and its stderr (all it wrote) ends with
+    ``"[killed: still running after ... s]"``."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -91,15 +94,40 @@ def run_worker_ranks(
         )
         for rank in range(world)
     ]
+    deadline = time.monotonic() + timeout
+    outcome: list[tuple[int | None, str]] = []
     try:
         for p in procs:
-            _, err = p.communicate(timeout=timeout)
-            assert p.returncode == 0, err.decode()[-3000:]
+            try:
+                _, err = p.communicate(timeout=max(0.1, deadline - time.monotonic()))
+                outcome.append((p.returncode, err.decode(errors="replace")))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                _, err = p.communicate()
+                note = f"\n[killed: still running after {timeout:g} s]"
+                outcome.append((None, err.decode(errors="replace") + note))
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+    return outcome
+
+
+def run_worker_ranks(
+    script: Path, world: int, args: Sequence[str], timeout: float, **env: str
+) -> list[tuple[int | None, str]]:
+    """Run ``world`` processes of ``script`` as :func:`worker_ranks_outcome` does and assert
+    that each exits 0 within ``timeout`` seconds; on a failure the assertion shows every
+    rank's exit code and the end of its stderr. Returns each rank's exit code and stderr."""
+    outcome = worker_ranks_outcome(script, world, args, timeout, **env)
+    if any(code != 0 for code, _ in outcome):
+        said = "\n".join(
+            f"--- rank {rank}: exit code {code}\n{err[-3000:]}"
+            for rank, (code, err) in enumerate(outcome)
+        )
+        raise AssertionError(f"not every rank exited 0:\n{said}")
+    return outcome
 
 
 def small_context(directory: Path) -> TrainContext:

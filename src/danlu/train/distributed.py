@@ -23,6 +23,23 @@ DEFAULT_TIMEOUT_S = 300.0
 """Collective timeout: a peer that vanished turns into an error, not an endless hang."""
 
 
+GROUP_KEEPER = "_danlu_process_group"
+"""The attribute of the DDP wrapper :meth:`Distributed.wrap` makes that holds its process
+group once more, as the wrapper's last attribute, so that the group's last reference is a
+Python one, which leaves the group without holding the GIL.
+
+After :meth:`Distributed.close` (``destroy_process_group``) the DDP wrapper keeps the group
+alive, and the wrapper's C++ ``Reducer`` was the group's last owner: the group went when the
+wrapper was freed (the context dropped at the script's end), and the Reducer's destructor
+runs holding the GIL. A gloo group's destructor waits for its worker threads, and a worker
+still finishing a collective (freeing a tensor Python also holds, moments after the
+collective returned) needs the GIL: the process hung there for ever, its work done (a rank
+whose last collective came a few milliseconds before the context was dropped, or one
+descheduled on a busy machine). The wrapper's attributes are released in their order, the
+Reducer's before this one; the Python object's release lets go of the GIL while the group
+waits for its workers."""
+
+
 class ConsistencyError(DanluError):
     """Ranks hold different parameters (they drifted apart: a bug or a hardware fault)."""
 
@@ -137,7 +154,10 @@ class Distributed:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         ids = [self.device.index] if self.cuda else None
-        return DDP(model, device_ids=ids, **ddp_kwargs)
+        wrapped = DDP(model, device_ids=ids, **ddp_kwargs)
+        # after every attribute DDP set: see GROUP_KEEPER
+        wrapped.__dict__[GROUP_KEEPER] = wrapped.process_group
+        return wrapped
 
     def sync_buffers(self, model: torch.nn.Module) -> None:
         """Give every rank rank 0's persistent buffers (those of the model's ``state_dict``:
