@@ -296,6 +296,9 @@ def test_in_the_simulator_recent_use_lets_the_other_team_go_first() -> None:
 def test_sim_config_checks_project_weights() -> None:
     with pytest.raises(ConfigError, match="project_shares: a's weight must be above 0"):
         SimConfig(project_shares={"a": 0.0})
+    # below the control plane's bound too: read as it, 1e-320 would run as 0.000001
+    with pytest.raises(ConfigError, match=r"a's weight must be at least 0\.000001, not 1e-320"):
+        SimConfig(project_shares={"a": 1e-320})
 
 
 def _user_job(job_id: str, user: str, seq: int) -> JobStatus:

@@ -7,9 +7,12 @@ import math
 
 import pytest
 
+from danlu.core.cluster import Cluster
 from danlu.core.errors import ConfigError
 from danlu.sched.policies.fair_share import FairSharePolicy
 from danlu.sched.project_usage import (
+    MAX_WEIGHT,
+    MIN_WEIGHT,
     DecayingUsage,
     ProjectShare,
     add_stretch,
@@ -17,6 +20,7 @@ from danlu.sched.project_usage import (
     stretch_weight,
     usage_half_life,
 )
+from danlu.sched.view import ClusterView, JobRequest, JobStatus
 
 
 def test_a_stretch_over_all_the_past_weighs_one_and_halves_each_half_life() -> None:
@@ -92,3 +96,21 @@ def test_a_policy_asks_for_history_with_usage_half_life() -> None:
     assert usage_half_life(object()) == 0.0
     with pytest.raises(ConfigError, match="half_life"):
         FairSharePolicy(half_life=-1.0)
+
+
+def test_a_weight_stored_outside_the_bounds_is_read_as_the_nearest_bound() -> None:
+    """A project stored before the control plane bounded weights may hold 1e-320: divided
+    by it, every standing of a project holding a GPU overflowed to inf, so two such projects
+    stood level whatever they held and the older head always went first (a took 5 of 6)."""
+    assert ProjectShare(weight=1e-320).weight == MIN_WEIGHT
+    assert ProjectShare(weight=1e300).weight == MAX_WEIGHT
+    assert ProjectShare(weight=2.5).weight == 2.5
+    pending = tuple(
+        JobStatus(JobRequest(id=f"{p}{i}", submit_time=0.0, gpus=1, seq=s + i, project=p))
+        for p, s in (("a", 0), ("b", 10))
+        for i in range(6)
+    )
+    tiny = {"a": ProjectShare(weight=1e-320), "b": ProjectShare(weight=1e-320)}
+    view = ClusterView(0.0, Cluster.homogeneous(1, 6), pending=pending, projects=tiny)
+    plan = FairSharePolicy().schedule(view)
+    assert sorted(s.job_id for s in plan.starts) == ["a0", "a1", "a2", "b0", "b1", "b2"]

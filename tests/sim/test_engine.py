@@ -453,7 +453,7 @@ def test_philly_loader(tmp_path: Path) -> None:
     assert got == [
         ("philly-1", 0.0, 1, RigidWork(120.0)),
         ("philly-0", 30.0, 8, RigidWork(3600.0)),
-        ("philly-2", 60.0, 1, RigidWork(1.0)),  # 0 s -> 1 s
+        ("philly-2", 60.0, 1, RigidWork(0.0)),  # 0 s, as given
     ]
     assert workload.no_gpu == ("philly-3",)  # 0 GPUs: left out, as openb's CPU-only pods
     # the virtual cluster is the project (quotas, fair-share weights)

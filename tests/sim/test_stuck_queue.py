@@ -260,14 +260,17 @@ def test_the_job_without_which_the_policy_starts_others_fails_not_the_first_subm
     assert sorted(record.id for record in result.jobs) == ["a", "b"]
 
 
-def test_a_holder_past_the_probed_jobs_costs_the_first_submitted_until_it_is_probed() -> None:
+@pytest.mark.parametrize("gate_at", [MOST_PROBES, MOST_PROBES + 1, 2 * MOST_PROBES + 30])
+def test_a_holder_past_the_probed_jobs_fails_alone(gate_at: int) -> None:
     """The rule asks without each of the first MOST_PROBES jobs only (each such plan is over
-    the whole queue): a holder behind them is found once failed heads bring it in reach."""
-    count = MOST_PROBES + 2
-    jobs = [rigid(f"j{i:02d}", 0.0, i, duration=10.0) for i in range(count - 1)]
-    jobs.append(rigid("gate", 0.0, count - 1, duration=10.0))
+    the whole queue); a holder behind them was not found, so the first submitted failed in
+    its place, one a stuck point, until failed heads brought it in reach (the 159th job as
+    holder cost 95 jobs that fit the idle cluster). The first queue prefix the policy starts
+    nothing from now names it, asked once it is confirmed."""
+    count = gate_at + 3
+    jobs = [rigid(f"j{i:03d}", 0.0, i, duration=10.0) for i in range(count)]
+    jobs[gate_at] = rigid("gate", 0.0, gate_at, duration=10.0)
     result = simulate(jobs, _HeldByCompany("gate"))
-    assert [name for name, _ in result.rejected] == ["j00", "j01", "gate"]
-    assert "first in the queue" in result.rejected[0][1]
-    assert "would start other jobs without it" in result.rejected[2][1]
-    assert len(result.jobs) == count - 3 and not result.unfinished
+    assert [name for name, _ in result.rejected] == ["gate"]
+    assert "would start other jobs without it" in result.rejected[0][1]
+    assert len(result.jobs) == count - 1 and not result.unfinished

@@ -29,7 +29,8 @@ class ProjectShare:
 
     weight: float = 1.0
     """Relative share of the cluster: a project of weight 2 is owed twice what one of
-    weight 1 is (Slurm's ``Shares``)."""
+    weight 1 is (Slurm's ``Shares``). One outside [:data:`MIN_WEIGHT`, :data:`MAX_WEIGHT`]
+    is read as the nearest bound."""
     recent_milli: float = 0.0
     """Recency-weighted average milli-GPUs held; 0 when the policy asks for no history."""
 
@@ -38,13 +39,27 @@ class ProjectShare:
             raise ConfigError(f"a project's weight must be above 0, not {self.weight!r}")
         if not (math.isfinite(self.recent_milli) and self.recent_milli >= 0):
             raise ConfigError(f"a project's recent usage must be 0 or more: {self.recent_milli!r}")
+        # A weight stored before the bounds (the control plane's projects may hold 1e-320)
+        # is read as the nearest bound: divided by, 1e-320 overflowed every standing to inf.
+        object.__setattr__(self, "weight", clamp_weight(self.weight))
 
 
-DEFAULT_SHARE = ProjectShare()
+MIN_WEIGHT = 1e-6
+"""The smallest weight a project's share is read as (the control plane's too): a fair-share
+round divides by the weights, and ``1000 / 1e-320`` is infinite, so every project of such a
+weight holding any GPU stood level and the one holding most went first on a tie."""
 MAX_WEIGHT = 1e6
 """The largest weight a project's share may be given (the control plane's too): a fair-share
 round divides by the weights and adds them up, and two projects of weight 1e308 (their sum
 infinite) were each owed no GPU."""
+
+
+def clamp_weight(weight: float) -> float:
+    """``weight`` brought into [:data:`MIN_WEIGHT`, :data:`MAX_WEIGHT`]."""
+    return min(max(weight, MIN_WEIGHT), MAX_WEIGHT)
+
+
+DEFAULT_SHARE = ProjectShare()
 
 
 def usage_half_life(policy: object) -> float:

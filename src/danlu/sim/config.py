@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from danlu.core.errors import ConfigError
-from danlu.sched.project_usage import MAX_WEIGHT
+from danlu.sched.project_usage import MAX_WEIGHT, MIN_WEIGHT
 from danlu.sched.quota import Quotas
 from danlu.sim.failures import Failures
 from danlu.sim.interference import Interference
@@ -99,6 +99,12 @@ class SimConfig:
                     f"project_shares (--project-share): {name}'s weight must be at most "
                     f"{MAX_WEIGHT:,.0f}, not {weight:g}; weights are relative: divide them all "
                     "by the same number"
+                )
+            if weight < MIN_WEIGHT:
+                raise ConfigError(
+                    f"project_shares (--project-share): {name}'s weight must be at least "
+                    f"{MIN_WEIGHT:.6f}, not {weight!r}; weights are relative: multiply them "
+                    "all by the same number"
                 )
 
     def _check_types(self) -> None:

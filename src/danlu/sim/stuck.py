@@ -24,7 +24,12 @@ policy is a function of its view, so asking changes none of its later plans):
 5. else (the policy would start each job alone) the first job, among the first
    :data:`MOST_PROBES` in submission order, without which the policy starts some of the
    others: it alone;
-6. else the first in submission order: it alone.
+6. else, of more waiting, the last job of the shortest prefix of the queue (in submission
+   order, found by bisection) from which the policy starts nothing, when without it the
+   policy starts some of the others: it alone (a holder behind the first
+   :data:`MOST_PROBES` was not looked for, and the first submitted failed in its place, one
+   a stuck point, until it came in reach);
+7. else the first in submission order: it alone.
 
 A stuck point asks about each set of waiting jobs once (with two waiting, the plan without
 the first is the second's alone, asked already). When jobs are left, the run goes on
@@ -74,7 +79,8 @@ NONE_ALONE = (
 """The reason of every job left when the policy would start none of them alone, twice."""
 MOST_PROBES = 64
 """The most jobs (the first in submission order) of which a stuck point asks the policy
-what it would start without that one job: each such plan is over the whole queue."""
+what it would start without that one job: each such plan is over the whole queue. Past
+them, a bisection over the queue's prefixes names one job to ask about (rule 6)."""
 
 AskPolicy = Callable[[Sequence[SimJob]], Plan]
 """The policy's plan on the idle cluster at the stuck point with only the given waiting
@@ -133,7 +139,33 @@ class StuckRule:
             for index, job in enumerate(waiting[:MOST_PROBES]):
                 if ask([*waiting[:index], *waiting[index + 1 :]]).starts:
                     return [(job, HELD_BACK)]
+            holder = _holder_past_probes(waiting, ask)
+            if holder is not None:
+                return [(holder, HELD_BACK)]
         return [(waiting[0], HEAD_HELD)]
+
+
+def _holder_past_probes(waiting: Sequence[SimJob], ask: AskPolicy) -> SimJob | None:
+    """A job past the first :data:`MOST_PROBES` of ``waiting`` without which the policy
+    starts some of the others; None when none is found. Each job alone starts and the whole
+    queue starts nothing, so some prefix (in submission order) is the shortest the policy
+    starts nothing from: its last job is found by bisection (a prefix plan each halving)
+    and confirmed by the plan without it, as the first jobs are."""
+    if ask(waiting).starts:
+        return None  # the whole queue starts a job here: no prefix stops it
+    starts, stops = 1, len(waiting)  # a prefix this long starts a job / starts none
+    while stops - starts > 1:
+        middle = (starts + stops) // 2
+        if ask(waiting[:middle]).starts:
+            starts = middle
+        else:
+            stops = middle
+    index = stops - 1
+    if index < MOST_PROBES:
+        return None  # asked about already
+    if ask([*waiting[:index], *waiting[index + 1 :]]).starts:
+        return waiting[index]
+    return None
 
 
 def _remembered(ask: AskPolicy) -> AskPolicy:

@@ -497,7 +497,7 @@ def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, st
                 ) from None
             gpus = _whole_number(row, "num_gpus", p, line, 0, MAX_GPUS)
             team = (row.get("cluster") or "").strip() or "default"  # its virtual cluster
-            duration = _seconds(row, "duration", p, line)
+            duration = _seconds(row, "duration", p, line)  # as given: under 1 s too
             if gpus == 0:  # takes no GPU: not part of a GPU schedule (as openb's CPU pods)
                 left_out["cpu"].append(f"philly-{index}")
                 continue
@@ -510,10 +510,10 @@ def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, st
                 submit_time=stamp - origin,
                 gpus=gpus,
                 seq=len(jobs),
-                expected_duration=max(duration, 1.0),
+                expected_duration=duration,
                 project=team,
             )
-            jobs.append(WorkloadJob(request, RigidWork(max(duration, 1.0))))
+            jobs.append(WorkloadJob(request, RigidWork(duration)))
     elif kind == "openb":
         for line, row in rows:
             gpus = _whole_number(row, "num_gpu", p, line, 0, MAX_GPUS)
@@ -538,7 +538,7 @@ def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, st
                     f"{p}:{line}: column 'deletion_time' ({row['deletion_time']}) is before "
                     f"the pod's {since} ({row[since]}); a pod is deleted after it starts"
                 )
-            duration = max(1.0, deleted - began)
+            duration = deleted - began  # as the trace gives it: under 1 s too
             request = JobRequest(
                 id=_name(row, p, line),
                 submit_time=created,
