@@ -3,26 +3,50 @@ here; this module only assembles them."""
 
 from __future__ import annotations
 
-import sys
-from typing import Any
+from danlu.cli.interrupt import interrupt_exits_quietly
 
-import typer
-from typer.core import TyperGroup
+# Ctrl-C while the commands are imported (about a second) exits 130 without a traceback,
+# through the console script (which imports this module first) as through python -m danlu
+with interrupt_exits_quietly():
+    import sys
+    from typing import Any
 
-from danlu.cli import admin as admin_cli
-from danlu.cli import estimate as estimate_cli
-from danlu.cli import events as events_cli
-from danlu.cli import jobs as jobs_cli
-from danlu.cli import metrics as metrics_cli
-from danlu.cli import nodes as nodes_cli
-from danlu.cli import run as run_cli
-from danlu.cli import server as server_cli
-from danlu.cli import sim as sim_cli
-from danlu.cli import sweep as sweep_cli
-from danlu.cli import webhook as webhook_cli
-from danlu.cli.markup import OutputUnwritable
-from danlu.cli.options import fail
-from danlu.cli.output import PIPE_CLOSED, quiet_stderr, quiet_stdout
+    import typer
+    from typer.core import TyperGroup
+
+    from danlu.cli import admin as admin_cli
+    from danlu.cli import estimate as estimate_cli
+    from danlu.cli import events as events_cli
+    from danlu.cli import jobs as jobs_cli
+    from danlu.cli import metrics as metrics_cli
+    from danlu.cli import nodes as nodes_cli
+    from danlu.cli import run as run_cli
+    from danlu.cli import server as server_cli
+    from danlu.cli import sim as sim_cli
+    from danlu.cli import sweep as sweep_cli
+    from danlu.cli import webhook as webhook_cli
+    from danlu.cli.markup import OutputUnwritable
+    from danlu.cli.options import fail
+    from danlu.cli.output import PIPE_CLOSED, quiet_stderr, quiet_stdout, stdout_written
+
+
+class HelpContext(typer.Context):
+    """The context of each ``danlu`` command: a help that cannot be written (``danlu
+    --help > /dev/full``, ``danlu`` alone, ``danlu ls --help`` into a full disk) ends as a
+    command's output does (:func:`~danlu.cli.output.stdout_written`: ``error: cannot write
+    the output: ...``, exit 2), not with a traceback from rich's help printer, which writes
+    the help while it is made."""
+
+    def get_help(self) -> str:
+        with stdout_written():
+            return super().get_help()
+
+
+def _help_written_safely(command: Any) -> None:
+    """Give ``command`` and every command under it :class:`HelpContext`."""
+    command.context_class = HelpContext
+    for sub in getattr(command, "commands", {}).values():
+        _help_written_safely(sub)
 
 
 class DanluGroup(TyperGroup):
@@ -32,7 +56,12 @@ class DanluGroup(TyperGroup):
     (141), not click's 1 (which ``danlu wait`` documents as a job that did not succeed); a
     table into a full disk (``danlu show JOB > /dev/full``) is ``error: cannot write the
     output: ...``, exit 2, not a traceback. Commands that answer these themselves
-    (``danlu run`` cancels its job first) are left to do so."""
+    (``danlu run`` cancels its job first) are left to do so. The help of every command is
+    written so too (:class:`HelpContext`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _help_written_safely(self)
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -71,7 +100,16 @@ class DanluGroup(TyperGroup):
             sys.exit(code)
 
 
-app = typer.Typer(
+class DanluTyper(typer.Typer):
+    """The ``danlu`` app: a Ctrl-C while typer builds the command tree from it (before any
+    command runs) exits 130 without a traceback, as one while it is imported does."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with interrupt_exits_quietly():
+            return super().__call__(*args, **kwargs)
+
+
+app = DanluTyper(
     cls=DanluGroup,
     rich_markup_mode="markdown",  # help text flows: a docstring's line breaks are not kept
     name="danlu",

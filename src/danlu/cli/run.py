@@ -46,8 +46,6 @@ FAILED_WITHOUT_CODE = 1
 command ran, failed to launch, lost with its node. A command that a signal ended (stopped
 at its time limit, killed for memory) has one: 128 + the signal, as a shell (and Slurm's
 ``srun``) gives, e.g. 143 after the time limit's SIGTERM, 137 after a SIGKILL."""
-INTERRUPTED = 128 + signal.SIGINT
-"""The exit code after Ctrl-C (which cancels the job), as a shell gives 128 + SIGINT."""
 OUTPUT_FAILED = 2
 """The exit code once the output cannot be written (a full disk, an I/O error; which cancels
 the job), as the command's other errors give."""

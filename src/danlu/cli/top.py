@@ -362,20 +362,41 @@ def end_text(job: dict[str, Any], reason: str) -> str:
     return f"{reason} (before it ran)" if job.get("started_at") is None else reason
 
 
-def _job_cells(job: dict[str, Any], now: float) -> dict[str, Text]:
-    """A job's cells by column, as text (neither Rich markup nor control characters: a
-    name like ``[/x]`` crashed the table; a reason's escape sequence is shown, not acted on).
-    An ended job's ``end_reason`` (why it ended; a server older than the field sends none)
-    is shown where it has nothing else to show (:func:`needs_end_reason`)."""
+PLAIN_EXITS = ("exited", "failed (")
+"""How an ``end_reason`` that says no more than the run's exit code starts: the server's
+``exited 0`` and ``failed (exit code 1)`` / ``failed (signal 9)`` (whatever follows, such as
+``; out of restarts (0 of 0)``). Any other reason of a job with an exit code says why the run
+ended (``out of memory (exit code 1)``, ``time limit reached: ran 2h of 2h``, ``cancelled by
+alice``, ``lost with its node (...)``) and is shown after the code. The dashboard's Jobs
+table (``jobs.js``) keeps the same list."""
+
+
+def where_text(job: dict[str, Any]) -> str:
+    """A job's "where / why": the GPUs it holds; a pending job's reason; an ended run's
+    ``exit N``, followed by its ``end_reason`` where that says more than the code (``exit 1:
+    out of memory (exit code 1); ...``, not :data:`PLAIN_EXITS`); the ``end_reason`` of a job
+    with nothing else to show (:func:`needs_end_reason`). The dashboard's ``where`` (in
+    ``jobs.js``) is the same rule."""
     end_reason = job.get("end_reason")
+    told = end_reason if isinstance(end_reason, str) and end_reason else None
     alloc = job.get("allocation") or []
     where = ", ".join(f"{a.get('node')}:{a.get('gpu')}" for a in alloc)
     if not where and job.get("state") == "PENDING":
         where = str(job.get("pending_reason") or "")
     elif job.get("exit_code") is not None and not where:
         where = f"exit {job['exit_code']}"
-    elif isinstance(end_reason, str) and end_reason and needs_end_reason(job):
-        where = end_text(job, end_reason)
+        if told is not None and job.get("state") in ENDED and not told.startswith(PLAIN_EXITS):
+            where += f": {told}"
+    elif told is not None and needs_end_reason(job):
+        where = end_text(job, told)
+    return where
+
+
+def _job_cells(job: dict[str, Any], now: float) -> dict[str, Text]:
+    """A job's cells by column, as text (neither Rich markup nor control characters: a
+    name like ``[/x]`` crashed the table; a reason's escape sequence is shown, not acted on).
+    Its "where / why" is :func:`where_text`."""
+    where = where_text(job)
     plain = {
         "id": job.get("id", ""),
         "name": job.get("name", ""),

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from danlu.cli import jobs as common
+from danlu.cli.interrupt import INTERRUPTED as INTERRUPTED  # re-exported: jobs.py
 from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, error_line, float_option
 from danlu.client import Client, JobDict, WaitTimeout
@@ -19,8 +20,6 @@ from danlu.client.waits import Ended, resolve, wait_all
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.units import parse_duration
 
-INTERRUPTED = 130
-"""The exit status after Ctrl-C, as a shell gives 128 + SIGINT."""
 NOT_SUCCEEDED = 1
 """The exit status once a job waited for (or followed, ``danlu logs -f``) ended FAILED or
 CANCELLED."""

@@ -3,6 +3,10 @@
 // detail.js (once the page runs).
 "use strict";
 
+// how an end_reason that says no more than the run's exit code starts ("exited 0",
+// "failed (exit code 1)", "failed (signal 9)"): the list of cli/top.py's PLAIN_EXITS
+const PLAIN_EXITS = ["exited", "failed ("];
+
 function needsEndReason(job) {
   // an ended job with no GPUs held and no exit code (cancelled or failed before it ran, or
   // stopped without a run's exit): its "where / why" is its end_reason, as danlu ls says it
@@ -15,7 +19,15 @@ function where(job) {
     return job.allocation.map((a) => a.node + ":" + a.gpu).join(" ");
   }
   if (job.pending_reason) return job.pending_reason;
-  if (job.exit_code !== null && job.exit_code !== undefined) return "exit " + job.exit_code;
+  if (job.exit_code !== null && job.exit_code !== undefined) {
+    // an ended run's end_reason where it says more than the code ("exit 1: out of memory
+    // (exit code 1); ..."), as danlu ls says it (cli/top.py's PLAIN_EXITS: not a reason
+    // that only restates the exit)
+    const told = UNFINISHED.includes(job.state) ? "" : job.end_reason;
+    const plain = typeof told !== "string" || !told ||
+      PLAIN_EXITS.some((start) => told.startsWith(start));
+    return "exit " + job.exit_code + (plain ? "" : ": " + told);
+  }
   // the reason of the event that ended it (a server older than the field sends none)
   const ended = needsEndReason(job) ? job.end_reason : undefined;
   if (!ended) return "";
