@@ -132,6 +132,7 @@ from danlu.executors.slurm_exits import node_exits
 from danlu.executors.slurm_names import run_name
 from danlu.executors.slurm_stops import KILL_BATCH_AFTER as KILL_BATCH_AFTER
 from danlu.executors.slurmctl import (
+    SbatchUnreadError,
     SlurmCommands,
     SlurmError,
     SlurmJob,
@@ -324,7 +325,8 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
 
     def submit(self, job: JobLaunch) -> Handle:
         """Submit ``job`` to Slurm on its allocation's nodes. Raises
-        :class:`JobAlreadyRunningError` while an earlier run still runs,
+        :class:`JobAlreadyRunningError` while an earlier run still runs (or another executor on
+        the state directory launched the job meanwhile),
         :class:`GpusBusyError` while another job's run holds one of its GPUs,
         :class:`NodeLaunchError` when Slurm reports one of its nodes down or drained,
         :class:`ExecutorUnavailableError` when Slurm's controller cannot be reached (nothing
@@ -345,7 +347,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
 
     def _submit(self, job: JobLaunch, run_dir: Path, names: list[str]) -> Handle:
         log_path, offset = self._open_log(self._log_dir, job.job_id)
-        run_dir.mkdir(mode=0o700)
+        self._make_run_dir(run_dir, job.job_id)
         workdir = job.workdir
         if workdir is None:
             self._work.mkdir(exist_ok=True, mode=0o700)
@@ -404,6 +406,8 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 shutil.rmtree(run_dir, ignore_errors=True)
                 raise
             return self._unconfirmed(job, run_dir, record, exc)
+        except SbatchUnreadError as exc:  # Slurm took it: deleting its run would orphan it
+            return self._unconfirmed(job, run_dir, record, exc)
         except SlurmError as exc:
             shutil.rmtree(run_dir, ignore_errors=True)
             raise LaunchError(f"Slurm refused job {job.job_id}: {exc}") from exc
@@ -423,10 +427,12 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         """``sbatch`` failed as a controller that did not answer in time (``Socket timed
         out``, the commands' own timeout): a busy controller still takes a request whose
         client gave up, so the job may be in Slurm, and submitting the run again (the control
-        plane's next pass) would run it twice. The run is kept instead, tracked by its job
-        name: the job Slurm lists under it, now or at a later poll, is the run's
-        (:meth:`_slurm_id`); one that Slurm does not list within :data:`START_TIMEOUT` seconds
-        of the failure was not submitted, and the run ends re-queued (:meth:`_status`)."""
+        plane's next pass) would run it twice; or it succeeded but printed no job id danlu
+        can read (:class:`SbatchUnreadError`), and the job is in Slurm. The run is kept
+        instead, tracked by its job name: the job Slurm lists under it, now or at a later
+        poll, is the run's (:meth:`_slurm_id`); one that Slurm does not list within
+        :data:`START_TIMEOUT` seconds of the failure was not submitted, and the run ends
+        re-queued (:meth:`_status`)."""
         log.warning("sbatch of job %s failed, tracked by its name: %s", job.job_id, exc)
         record["sbatch_failed_at"] = self._clock()
         record["sbatch_error"] = str(exc)

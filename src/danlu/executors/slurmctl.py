@@ -145,6 +145,11 @@ class SlurmUnavailableError(SlurmError, ExecutorUnavailableError):
     """A Slurm command could not reach the controller, timed out or could not be started."""
 
 
+class SbatchUnreadError(SlurmError):
+    """``sbatch`` succeeded (exit 0: Slurm took the job) but printed no job id danlu can
+    read: the job is in Slurm, under its name, with an id danlu does not know."""
+
+
 _UNREACHABLE = re.compile(
     r"Unable to contact slurm controller|Socket timed out|Connection refused|"
     r"Zero Bytes were transmitted|Communication connection failure|Unable to connect",
@@ -488,12 +493,16 @@ class SlurmCommands:
         """Submit the batch script ``script`` (its text, which ``sbatch`` reads on its
         standard input: no file a job could replace by a link is read) with ``options``; the
         job's environment is ``env`` (the submission's own, exported whole). Returns the
-        Slurm job id."""
+        Slurm job id: the last line of its output that is one (``--parsable``: ``ID`` or
+        ``ID;CLUSTER``), after any a site's ``sbatch`` wrapper or submit plugin printed
+        before it. Raises :class:`SbatchUnreadError` when no line is one, though Slurm took
+        the job."""
         out = self.run(["sbatch", "--parsable", *options], env=env, stdin=script).strip()
-        job_id = _job_id(out.split(";", 1)[0])
-        if job_id is None:
-            raise SlurmError(f"sbatch printed {out!r}, not a job id")
-        return job_id
+        for line in reversed(out.splitlines()):
+            job_id = _job_id(line.strip().split(";", 1)[0])
+            if job_id is not None:
+                return job_id
+        raise SbatchUnreadError(f"sbatch printed {out!r}, not a job id")
 
     def jobs(self, job_ids: Iterable[int]) -> dict[int, SlurmJob]:
         """The state of each of ``job_ids`` Slurm still knows (finished ones too, until its
