@@ -41,5 +41,5 @@ def test_an_error_naming_a_gpu_tables_name_shows_its_control_characters(tmp_path
     args = ["estimate", "no_such_module_here:factory", "--batch-size", "2"]
     result = CliRunner().invoke(APP, [*args, "--gpu", "nope", "--gpu-table", str(table)])
     assert result.exit_code == 2, result.output
-    assert "error: unknown GPU type" in result.stderr
+    assert "error: --gpu: unknown GPU type" in result.stderr
     assert "\\x1b[31m" in result.stderr and "\x1b" not in result.stderr

@@ -13,7 +13,7 @@ from danlu.cli.markup import as_text, visible_lines
 from danlu.cli.markup import console as cli_console
 from danlu.cli.options import given_options, int_option, refuse_empty
 from danlu.cli.output import stderr_written, stdout_written
-from danlu.core.errors import DanluError, SpecError
+from danlu.core.errors import DanluError, SpecError, UnknownNameError
 from danlu.core.spec import MAX_BATCH
 from danlu.core.units import format_bytes, parse_bytes
 from danlu.core.values import range_message
@@ -97,7 +97,15 @@ def run_estimate(
 
     err = cli_console(stderr=True)
     out = cli_console()
-    gpu = get_gpu(gpu_name, load_gpu_table(gpu_table))
+    gpus = load_gpu_table(gpu_table)
+    try:
+        gpu = get_gpu(gpu_name, gpus)
+    except UnknownNameError as exc:  # the fix for a GPU the table lacks was not told
+        raise SpecError(
+            "--gpu",
+            f"unknown GPU type {gpu_name!r}: use one of {', '.join(exc.valid)}, or describe "
+            "it in a JSON file given as --gpu-table (docs/estimate-memory.md, GPU table)",
+        ) from None
     sweep_sizes = _ints(sweep, "--sweep") if sweep is not None else []
     need_fit = bool(sweep_sizes) or max_batch
     points = _ints(fit_points or DEFAULT_FIT_POINTS, "--fit-points") if need_fit else []
@@ -272,7 +280,8 @@ def run_estimate(
             ("CUDA context", main.context_bytes),
             ("peak on the GPU", main.peak_device_bytes),
             (f"{as_text(gpu.name)} capacity", gpu.capacity_bytes),
-            *((("limit (--gpu-memory)", limit),) if gpu_memory else ()),
+            # (a --gpu-memory above the capacity was capped: the limit is the capacity)
+            *((("limit (--gpu-memory)", limit),) if limit_source == "--gpu-memory" else ()),
         ):
             table.add_row(label, str(value), format_bytes(value))
         out.print(table)

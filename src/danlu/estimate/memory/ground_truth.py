@@ -29,7 +29,7 @@ def _setup(
     if checkpointing:
         steps.enable_checkpointing(model, model_ref)
     opt = steps.make_optimizer(optimizer, model, foreach)
-    batch = make_batch(batch_size)
+    batch = steps.checked_batch(make_batch(batch_size), model_ref)
     if device != "cpu":
         from torch.utils._pytree import tree_map
 

@@ -10,6 +10,7 @@ import contextlib
 import importlib
 import inspect
 import sys
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -38,11 +39,40 @@ def load_factory(model_ref: str, sys_path: tuple[str, ...] = ()) -> Callable[[],
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
+        other = exc.name or ""
+        if other and not (module_name == other or module_name.startswith(other + ".")):
+            # the module was found; a module it imports was not, or lacks a name the
+            # module imports from it: moving to the module's directory does not help
+            problem = (
+                f"it imports {other!r}, which is not installed; install it"
+                if isinstance(exc, ModuleNotFoundError)
+                else f"{exc} ({_raised_at(exc)}); fix the import, or install the version "
+                f"of {other!r} that the module needs"
+            )
+            raise SpecError(
+                "MODEL_REF",
+                f"cannot import {module_name!r}: {problem} where danlu runs (the tracer "
+                f"imports your model with {sys.executable})",
+            ) from None
         raise SpecError(
             "MODEL_REF",
             f"cannot import {module_name!r} ({exc}); run from the "
             "directory that holds it or add it to PYTHONPATH",
         ) from exc
+    except SyntaxError as exc:  # (IndentationError and TabError too)
+        raise SpecError(
+            "MODEL_REF",
+            f"cannot import {module_name!r}: {type(exc).__name__} in {exc.filename}, line "
+            f"{exc.lineno}: {exc.msg}; fix the module (python -c 'import {module_name}' "
+            "shows it)",
+        ) from None
+    except Exception as exc:
+        raise SpecError(
+            "MODEL_REF",
+            f"importing {module_name!r} failed: {type(exc).__name__}: {exc} "
+            f"({_raised_at(exc)}); fix the module, or what it needs at import "
+            f"(python -c 'import {module_name}' shows the whole traceback)",
+        ) from None
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -53,8 +83,38 @@ def load_factory(model_ref: str, sys_path: tuple[str, ...] = ()) -> Callable[[],
     return obj  # type: ignore[no-any-return]
 
 
+def _raised_at(exc: BaseException) -> str:
+    """Where ``exc`` was raised, as ``FILE, line N`` (the innermost frame that is not the
+    import machinery's)."""
+    frames = [
+        f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen")
+    ]
+    if not frames:
+        return "where not known"
+    return f"{frames[-1].filename}, line {frames[-1].lineno}"
+
+
+def _check_arguments(
+    fn: Callable[..., Any], args: tuple[Any, ...], call: str, takes: str, model_ref: str
+) -> None:
+    """A :class:`SpecError` on ``MODEL_REF`` when ``fn`` cannot be called with ``args``, as
+    the step calls it (``call``, e.g. ``make_batch(b)``; ``takes``: what it must take, in
+    words); a function with no signature to check (a builtin) passes: the call itself tells."""
+    try:
+        inspect.signature(fn).bind(*args)
+    except TypeError as exc:
+        raise SpecError(
+            "MODEL_REF",
+            f"{model_ref}: the trace calls {call}, which its function refuses ({exc}): make "
+            f"it take {takes}",
+        ) from None
+    except ValueError:
+        pass
+
+
 def build(factory: Callable[[], Any], model_ref: str) -> tuple[torch.nn.Module, Any, Any]:
-    """Call the factory and check it returned ``(model, make_batch, loss_fn)`` with at
+    """Call the factory and check it returned ``(model, make_batch, loss_fn)`` (the two
+    functions callable as ``make_batch(b)`` and ``loss_fn(model, batch)``) with at
     least one trainable parameter (else the optimizer, built next, fails with an empty
     parameter list); a factory that cannot be called without arguments, or a model with no
     trainable parameter, is a :class:`SpecError` naming ``model_ref``."""
@@ -79,6 +139,11 @@ def build(factory: Callable[[], Any], model_ref: str) -> tuple[torch.nn.Module, 
             f"{model_ref} must return (model, make_batch, loss_fn) with an nn.Module first "
             f"and two functions; it returned {_returned(out)}",
         )
+    # the step calls them so: a mismatch failed inside the trace with a bare TypeError
+    _check_arguments(out[1], (1,), "make_batch(b)", "one argument, the batch size", model_ref)
+    _check_arguments(
+        out[2], (out[0], None), "loss_fn(model, batch)", "the model and the batch", model_ref
+    )
     params = list(out[0].parameters())
     if not any(p.requires_grad for p in params):  # checked before the optimizer is built
         if params:
@@ -258,24 +323,55 @@ def checked_loss(loss: Any) -> torch.Tensor:
     return loss
 
 
-def tensors(objs: Any) -> Iterator[torch.Tensor]:
-    """The tensors in a (nested) structure: torch's pytrees (tuples, named tuples, lists,
-    dicts) and, inside them or at the top, any other mapping, tuple or list, as
-    ``danlu.train`` finds the tensors of a batch to move it to the GPU. A mapping that is no
+def _leaves(objs: Any) -> Iterator[Any]:
+    """The leaves of a (nested) structure: torch's pytrees (tuples, named tuples, lists,
+    dicts) and, inside them or at the top, any other mapping, tuple or list, walked as
+    ``danlu.train`` walks a batch to move its tensors to the GPU. A mapping that is no
     ``dict`` (a ``UserDict``, a tokenizer's ``BatchEncoding``) is a leaf to torch's pytrees:
-    its tensors went uncounted as the batch's, and their bytes showed as temporaries where
-    the same tensors in a dict showed as activations."""
+    it is walked all the same."""
     from torch.utils._pytree import tree_flatten
 
     pending: list[Any] = [objs]
     seen: set[int] = set()  # the containers walked: a mapping that holds itself is walked once
     while pending:
         for leaf in tree_flatten(pending.pop())[0]:
-            if isinstance(leaf, torch.Tensor):
+            if isinstance(leaf, Mapping | list | tuple):
+                if id(leaf) not in seen:
+                    seen.add(id(leaf))
+                    pending.append(list(leaf.values()) if isinstance(leaf, Mapping) else list(leaf))
+            else:
                 yield leaf
-            elif isinstance(leaf, Mapping | list | tuple) and id(leaf) not in seen:
-                seen.add(id(leaf))
-                pending.append(list(leaf.values()) if isinstance(leaf, Mapping) else list(leaf))
+
+
+def tensors(objs: Any) -> Iterator[torch.Tensor]:
+    """The tensors in a (nested) structure (:func:`_leaves`). A mapping that is no ``dict``
+    was a leaf: its tensors went uncounted as the batch's, and their bytes showed as
+    temporaries where the same tensors in a dict showed as activations."""
+    for leaf in _leaves(objs):
+        if isinstance(leaf, torch.Tensor):
+            yield leaf
+
+
+def checked_batch(batch: Any, model_ref: str) -> Any:
+    """``batch`` unless it is, or holds in its containers, an iterator (a generator from a
+    ``make_batch`` that yields, ``iter(...)``, ``map(...)``): a :class:`SpecError` on
+    ``MODEL_REF`` saying what to return instead. A step passes the one batch to ``loss_fn``
+    at every forward pass (the warm-up step, the measured one, each accumulation pass), so
+    a one-shot iterator was used up by the first: the trace failed with a bare
+    ``StopIteration``, or with the model refusing a ``generator`` as its input. Nor can
+    ``danlu.train`` move an iterator's tensors to the GPU: a batch is tensors in tuples,
+    lists and mappings (:func:`tensors`)."""
+    for leaf in _leaves(batch):
+        if isinstance(leaf, Iterator):
+            held = "" if leaf is batch else "a batch holding "
+            raise SpecError(
+                "MODEL_REF",
+                f"{model_ref}: make_batch(b) returned {held}a {type(leaf).__name__}, an "
+                "iterator that one pass uses up, while the trace gives the same batch to "
+                "loss_fn at every pass; return the batch itself: a tensor, or tensors in "
+                "tuples, lists and dicts (`return torch.randn(b, 8)`, not `yield ...`)",
+            )
+    return batch
 
 
 def storages(objs: Any) -> Iterator[torch.UntypedStorage]:

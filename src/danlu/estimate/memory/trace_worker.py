@@ -184,7 +184,7 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
                 else set()
             )
             opt = steps.make_optimizer(req.optimizer, model, foreach)
-            batch = make_batch(batch_size)
+            batch = steps.checked_batch(make_batch(batch_size), req.model_ref)
             _check_meta(model, batch, req.model_ref)
             batch_sids = {tracker.sid_of(s) for s in steps.storages(batch)}
             passes = min(req.accumulation, STEADY_PASSES)
