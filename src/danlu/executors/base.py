@@ -341,6 +341,13 @@ class ExecStatus:
     process for it vanished (a Ray node that left or died) or the backend says the node
     failed (Slurm's ``NODE_FAIL``). The control plane re-queues the job to resume from its
     last checkpoint, counting a preemption, not a restart."""
+    start_failed_on: tuple[str, ...] = ()
+    """The nodes (by name) the run could not start on for the nodes' own reasons, found
+    only at a poll: a Ray actor whose creation failed on its live node (danlu not importable
+    there). The control plane counts the run as a launch that failed there for the node's
+    reasons, as it counts a :class:`~danlu.executors.errors.NodeLaunchError` of a launch,
+    and cordons a node after ``DANLU_NODE_LAUNCH_FAILURES`` in a row. Empty (the default):
+    none; a run that failed by the job's own doing (its command exited 1) names none."""
 
     @property
     def running(self) -> bool:
@@ -514,6 +521,13 @@ def classify_exit(
 class Executor(ABC):
     """Where jobs run. Implementations: :class:`~danlu.executors.fake.FakeExecutor` (tests),
     :class:`~danlu.executors.local.LocalExecutor` (processes on this host)."""
+
+    start_seen_at_poll: bool = False
+    """Whether a run is known to have started on its nodes only once a poll sees it running
+    (:attr:`ExecStatus.started_at` set), not when :meth:`submit` returns: a Ray actor is
+    created on its node after the submit, and may fail to start there
+    (:attr:`ExecStatus.start_failed_on`). The control plane starts a node's count of failed
+    launches over at the first poll that sees a run there started, then."""
 
     @abstractmethod
     def inventory(self) -> Cluster:

@@ -39,9 +39,10 @@ its GPUs are not seen by danlu.
   its checkpoint. One whose creation failed on its node (``actor_init_failed``: danlu not
   importable there) makes the run a failure naming the node and Ray's cause
   (:func:`~danlu.executors.ray_results.unstarted_result`): relaunched onto that node, it
-  fails the same way. One that cannot be reached for now (``ActorUnavailableError``) or does not
-  answer in time is asked again at the next poll; other errors of Ray's are an
-  :class:`ExecutorUnavailableError`.
+  fails the same way, so its status names the node (``start_failed_on``), which the control
+  plane counts as a launch that failed there for the node's reasons. One that cannot be
+  reached for now (``ActorUnavailableError``) or does not answer in time is asked again at
+  the next poll; other errors of Ray's are an :class:`ExecutorUnavailableError`.
 - **The GCS gone.** The control plane joins the cluster as a Ray driver, which Ray ends once
   it has not reached the cluster's GCS for ``gcs_rpc_server_reconnect_timeout_s``: the
   executor joins with that set to :data:`GCS_RECONNECT_TIMEOUT`. A call answered by the GCS
@@ -75,6 +76,7 @@ from danlu.executors.base import (
     HeldGpus,
     JobLaunch,
     MultiNodeExecutor,
+    Outcome,
     RunState,
     StopReason,
     job_environment,
@@ -113,6 +115,7 @@ from danlu.executors.ray_results import (
     lost_result,
     started_at,
     unstarted_result,
+    with_start_failures,
 )
 from danlu.executors.ray_stops import CALL_TIMEOUT, RayStops
 from danlu.executors.ray_stops import KILL_RETRY as KILL_RETRY  # re-exported: it lived here
@@ -153,6 +156,7 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
 
     launch_fields = LAUNCH_FIELDS
     launch_required = (*records.LAUNCH_REQUIRED, "actors")
+    start_seen_at_poll = True  # an actor may fail to start on its node after the submit
 
     def __init__(
         self,
@@ -612,9 +616,19 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
         """Record how the run ended and kill its actors."""
         code = result.get("exit_code")
         result["signal"] = code - 128 if isinstance(code, int) and code > 128 else None
-        status = self._record(run_dir, result, reason)
+        status = with_start_failures(self._record(run_dir, result, reason), result)
         self._kill_ended(run_dir, launch)
         return status
+
+    def _recorded(self, run_dir: Path, reason: StopReason | None) -> ExecStatus | None:
+        """The run's recorded result as a status (None when none is recorded), naming the
+        nodes the run could not start on (:func:`with_start_failures`) at every poll until
+        the control plane forgets it: one whose exit it could not record yet still blames
+        them."""
+        status = super()._recorded(run_dir, reason)
+        if status is None or status.outcome is not Outcome.FAILED:
+            return status
+        return with_start_failures(status, supervise.read_json(run_dir / RESULT))
 
 
 def _join(ray: Any, address: str | None, namespace: str) -> None:

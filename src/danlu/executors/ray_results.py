@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from danlu.executors.base import (
     PREEMPTED_EXIT_CODE,
+    ExecStatus,
     Outcome,
     StopReason,
     classify_exit,
@@ -77,6 +79,7 @@ def unstarted_result(
         f"{nodes[rank] if rank < len(nodes) else 'its node'}: {cause}"
         for rank, cause in sorted(causes.items())
     )
+    named = sorted({nodes[rank] for rank in causes if rank < len(nodes)})
     return {
         "outcome": Outcome.FAILED.value,
         "exit_code": None,
@@ -86,7 +89,27 @@ def unstarted_result(
             "version) installed on that node (pip install 'danlu[ray]'), and its temporary "
             "folder writable?"
         ),
+        START_FAILED_ON: named,
     }
+
+
+START_FAILED_ON = "start_failed_on"
+"""The field of a recorded result (:func:`unstarted_result`) naming the nodes the run could
+not start on for the nodes' own reasons: :attr:`ExecStatus.start_failed_on
+<danlu.executors.base.ExecStatus.start_failed_on>`. A result recorded without it (a run that
+ended otherwise, or before it was recorded) names none."""
+
+
+def with_start_failures(status: ExecStatus, result: Mapping[str, Any] | None) -> ExecStatus:
+    """``status`` (of the recorded ``result``) naming the nodes ``result`` says the run could
+    not start on (:data:`START_FAILED_ON`); ``status`` itself when it names none, or names
+    them as something other than a list of names (a damaged record blames no node)."""
+    names = None if result is None else result.get(START_FAILED_ON)
+    if not isinstance(names, list) or not names:
+        return status
+    if not all(isinstance(name, str) and name for name in names):
+        return status
+    return replace(status, start_failed_on=tuple(names))
 
 
 def exit_result(

@@ -292,7 +292,10 @@ class LaunchStep:
                     job = self._held(session, launch.job_id, launch.attempt)
                     if job is not None and job.last_start is not None and job.last_start < t:
                         job.last_start = t
-                if went:
+                if went and not self.executor.start_seen_at_poll:
+                    # an executor that learns of a start only at a poll (Ray: the actor may
+                    # fail to start on its node after the submit) has the count started
+                    # over by the poll that sees the run started (PollStep._note_started)
                     nodes.launched(session, went)
         except (DanluError, SQLAlchemyError) as exc:  # the launches went through anyway
             report.errors.append(f"launch: cannot record the launches: {exc}")
@@ -384,6 +387,11 @@ class LaunchStep:
         except DanluError as exc:  # the launch step's: counted under step="launch"
             report.errors.append(f"launch {job_id}: cannot re-queue it: {exc}")
             return
+        self._note_cordoned(closed, report)
+
+    def _note_cordoned(self, closed: list[str], report: RoundReport) -> None:
+        """Log and report the nodes ``closed`` (cordoned after failed launches)."""
+        limit = self.settings.node_launch_failures
         for name in closed:
             log.warning("reconcile: node %s cordoned: %d launches failed in a row", name, limit)
             report.cordoned.append(name)

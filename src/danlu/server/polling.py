@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
 
 from danlu.core.errors import DanluError
 from danlu.core.state import JobState
@@ -36,7 +38,7 @@ from danlu.server.run_exits import (
     stop_of,
     unasked_75,
 )
-from danlu.server.services import jobs
+from danlu.server.services import jobs, nodes
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import HOLDING
 from danlu.server.services.view import lost_gpus
@@ -60,8 +62,9 @@ class PollStep(LaunchStep):
         ``now``, the pass's time, when given: a caller driving its own clock; else when each
         exit is seen); deliver stops; record the launch of a running run the store lacks
         (:meth:`_record_running`, also when a store error ends the poll early: until then
-        such a run is charged no energy). Returns the ids of jobs recorded RUNNING whose
-        current attempt was never launched."""
+        such a run is charged no energy); start the count of failed launches over on the
+        nodes of a run first seen started (:meth:`_note_started`). Returns the ids of jobs
+        recorded RUNNING whose current attempt was never launched."""
         query = select(Job).where(Job.state.in_(HOLDING))
         if only is not None:
             query = query.where(Job.id.in_(only))
@@ -81,6 +84,7 @@ class PollStep(LaunchStep):
         claimed = self._claim([r[0] for r in rows], t)
         unlaunched: list[str] = []
         unrecorded: list[tuple[str, int]] = []  # running, their launch not recorded
+        started: dict[str, RunGpus] = {}  # running, started: by handle key
         try:
             for job_id, attempt, state, stop, moved, launched, run in rows:
                 if job_id not in claimed:
@@ -111,17 +115,52 @@ class PollStep(LaunchStep):
                 elif status.running:
                     if launched is not None and launched != attempt:
                         unrecorded.append((job_id, attempt))
+                    if status.started_at is not None:
+                        started[handle.key] = run
                     self._deliver(handle, state, stop, status, report)
                 else:
                     # a preempting run that failed counts too: its GPUs may be to blame
                     blamed = self._blame(status, run, now) if not cancel else None
                     self._settle(job_id, attempt, status, resolve_now(now), report, blamed)
+            self._note_started(started, only is None, report)
         finally:  # a poll that ends early (a store error) records the runs it found too
             try:
                 self._record_running(unrecorded, report)  # while the rows are this loop's
             finally:
                 self._release(claimed)
         return unlaunched
+
+    def _note_started(self, started: dict[str, RunGpus], whole: bool, report: RoundReport) -> None:
+        """Start the count of failed launches in a row over on the nodes of the runs of
+        ``started`` (handle key -> its GPUs) this control plane sees started for the first
+        time, when the executor learns of a start only at a poll
+        (:attr:`~danlu.executors.Executor.start_seen_at_poll`: a Ray actor may fail to start
+        on its node after its launch went through, :attr:`ExecStatus.start_failed_on`).
+        Only a first sighting counts: a run that started before its node broke, still
+        running, does not start the count of the runs failing to start there over at every
+        pass. ``whole``: every run was polled, and those not seen running are forgotten. A
+        store that fails now leaves the runs to the next poll."""
+        if not self.executor.start_seen_at_poll:
+            return
+        seen = self._seen_started
+        new = [key for key in started if key not in seen]
+        names = {str(p["node"]) for key in new for p in started[key][0] or ()}
+        if names:
+            try:
+                with self.db.session() as session:
+                    nodes.launched(session, names)
+            except (DanluError, SQLAlchemyError) as exc:
+                report.errors.append(f"poll: cannot record the runs that started: {exc}")
+                return
+        seen.update(new)
+        if whole:
+            seen.intersection_update(started)
+
+    @property
+    def _seen_started(self) -> set[str]:
+        """The runs (handle keys) :meth:`_note_started` has seen started and running."""
+        seen: set[str] = self.__dict__.setdefault("_seen_started_runs", set())
+        return seen
 
     def _gone_with_a_node(
         self, allocation: list[dict[str, object]] | None, report: RoundReport
@@ -210,7 +249,9 @@ class PollStep(LaunchStep):
         does, unless the job made no progress since its previous such exit: then it counts
         as a failure (:func:`~danlu.server.failures.judge_unasked_exit_75`). One that failed
         while being preempted counts as a failure too. Its GPUs are charged up to its exit
-        (:func:`ran_until`)."""
+        (:func:`ran_until`). One that could not start on nodes of its own for the nodes'
+        reasons (:attr:`ExecStatus.start_failed_on`) counts as a launch that failed there, in
+        the same transaction (:meth:`_count_start_failures`)."""
         succeeded, code, reason = describe_exit(status)
         if blamed is not None:
             reason = f"{reason}; on a GPU the health check finds faulty: {blamed}"
@@ -230,6 +271,7 @@ class PollStep(LaunchStep):
                     ran_for = (t if until is None else until) - (job.last_start or t)
                     counted, reason = judge_unasked_exit_75(session, job, ran_for)
                     preempted = not counted
+                held = {str(share["node"]) for share in job.allocation or ()}  # freed below
                 jobs.settle_exit(
                     session,
                     job,
@@ -242,8 +284,28 @@ class PollStep(LaunchStep):
                     now=t,
                     ran_until=until,
                 )
+                closed = [] if moved else self._count_start_failures(session, held, status, t)
             report.settled.append(job_id)
+            self._note_cordoned(closed, report)
             if lost is not None and self.metrics is not None and not succeeded:
                 self.metrics.runs_lost.labels(lost).inc()
         except DanluError as exc:  # e.g. a concurrent cancel: the next pass settles it
             report.errors.append(f"settle {job_id}: {exc}")
+
+    def _count_start_failures(
+        self, session: Session, held: set[str], status: ExecStatus | None, t: float
+    ) -> list[str]:
+        """Count the run whose exit ``status`` is as a launch that failed for the node's
+        reasons on each node of ``held`` (the names of its allocation's nodes) the executor
+        says it could not start on (:attr:`ExecStatus.start_failed_on`: a Ray actor that
+        could not start on its live node), as the launch step counts a launch that raised a
+        node fault: the same ``DANLU_NODE_LAUNCH_FAILURES`` limit and cordon reason
+        (:func:`~danlu.server.services.nodes.launch_failed`), started over by a launch that
+        goes through there (by a run seen started there, :meth:`_note_started`, when the
+        executor learns of a start only at a poll). A run that failed by the job's own doing
+        names no node. Returns the nodes cordoned now."""
+        if status is None or not status.start_failed_on:
+            return []
+        names = held & set(status.start_failed_on)
+        limit = self.settings.node_launch_failures
+        return nodes.launch_failed(session, names, status.message, limit, t)

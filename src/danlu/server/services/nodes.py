@@ -11,8 +11,9 @@ window): the node stays open until then, and the reconcile loop applies it when 
 comes (:func:`close_due`); jobs started meanwhile are preempted by checkpoint then, like
 any drained node's. The reconcile loop cordons a node by itself once
 :data:`DEFAULT_LAUNCH_FAILURE_LIMIT` launches in a row failed there for the node's own
-reasons (a full disk, no processes left; :func:`~danlu.executors.is_node_fault`), so the
-queue stops feeding jobs to a broken machine. A node's state survives inventory refreshes
+reasons (a full disk, no processes left; :func:`~danlu.executors.is_node_fault`; or a run
+a poll found could not start there, :attr:`~danlu.executors.ExecStatus.start_failed_on`), so
+the queue stops feeding jobs to a broken machine. A node's state survives inventory refreshes
 and restarts: its row stays while it keeps its name.
 
 One **GPU** may be cordoned or drained on its own (``danlu cordon NODE --gpu N``, or the GPU
