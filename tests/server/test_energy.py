@@ -219,3 +219,26 @@ def test_jobs_without_gpus_are_not_charged(db: Database) -> None:
     assert loop.run_once(T + 10) == 0
     with db.read_session() as s:
         assert s.query(Job).one().energy is None
+
+
+def test_a_wall_clock_step_charges_no_power_for_the_jump(db: Database) -> None:
+    """A meter that integrates power (no energy counter: fake GPUs, older ones) is read on
+    the monotonic clock, and the interval charged is as long as that clock says: a wall
+    clock stepped a day ahead between two readings charged the jobs a day of power (or,
+    their run starts moved with the step as the reconcile loop moves them, a sliver of
+    the interval), and one set back charged a part of what they used."""
+    whole, _half, _quarter = _running(db)
+    meter = ScriptedMeter({("a", 0): 100.0, ("a", 1): 100.0})
+    ticks = iter([0.0, 10.0, 20.0])
+    loop = EnergyLoop(db, meter, monotonic=lambda: next(ticks))
+    loop.run_once(T)
+    with db.session() as s:  # the wall clock steps a day ahead; the reconcile loop sees it
+        jobs.shift_clocks(s, 86_400.0, T)
+    loop.run_once(T + 86_400 + 10)
+    with db.read_session() as s:
+        assert jobs.get_job(s, whole).energy == pytest.approx(2 * 100.0 * 10)
+    with db.session() as s:  # then 15 s back
+        jobs.shift_clocks(s, -15.0, T + 86_400 + 10)
+    loop.run_once(T + 86_400 + 5)  # 10 s more of use
+    with db.read_session() as s:
+        assert jobs.get_job(s, whole).energy == pytest.approx(2 * 100.0 * 20)

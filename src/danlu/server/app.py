@@ -50,6 +50,7 @@ from danlu.server.errors import (
     PermissionDenied,
 )
 from danlu.server.health import HealthLoop, HealthProgram
+from danlu.server.inventory import log_over_commits
 from danlu.server.loops import close_quietly
 from danlu.server.metrics import ServerMetrics
 from danlu.server.plane_lease import EXECUTOR_STATE
@@ -549,6 +550,8 @@ def create_app(
             cluster_service.replace_inventory(
                 session, executor.inventory().nodes, uuids, fake=inventory.source == "fake"
             )
+            over = cluster_service.over_committed(session)
+        log_over_commits(over)  # GPUs reported smaller than the jobs on them hold
         metrics = ServerMetrics(db, inventory)
         state = ServerState(
             settings, db, executor, inventory, metrics, follow_timeout=follow_timeout

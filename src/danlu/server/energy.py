@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from danlu.devices.energy import EnergyMeter
 from danlu.devices.inventory import GpuKey
 from danlu.server.db import Database
-from danlu.server.loops import ClosedAfterUse, PeriodicLoop
+from danlu.server.loops import ClosedAfterUse, PeriodicLoop, steady_clock
 from danlu.server.services import energy
 from danlu.server.services.common import resolve_now
 
@@ -45,8 +45,13 @@ class EnergyLoop:
         interval: float = DEFAULT_INTERVAL,
         report: Callable[[Mapping[GpuKey, float]], None] | None = None,
         opener: Callable[[], EnergyMeter | None] | None = None,
+        monotonic: Callable[[], float] | None = None,
     ) -> None:
         self.db = db
+        self.monotonic = monotonic
+        """The clock the meter is read on (:meth:`run_once`); None:
+        :func:`~danlu.server.loops.steady_clock` for a pass on the wall clock, the pass's
+        ``now`` for one given it (a test's time)."""
         self.meter = meter
         self.report = report
         self._opener = opener
@@ -55,6 +60,9 @@ class EnergyLoop:
         self._charged: dict[GpuKey, float] | None = None
         """The reading up to which energy was charged (None before the first)."""
         self._charged_at = 0.0
+        self._charged_clock: float | None = None
+        """The meter's clock (:attr:`monotonic`) at the reading up to which energy was
+        charged (None before the first)."""
         self._closer = ClosedAfterUse(meter.close, log, "the energy meter")
         """Closes the meter once no pass reads it (:meth:`stop`)."""
         self._handle_lock = threading.Lock()
@@ -109,24 +117,35 @@ class EnergyLoop:
             self.meter = meter
             self._closer = ClosedAfterUse(meter.close, log, "the energy meter")
             self._charged, self._charged_at = None, 0.0  # its readings start from 0
+            self._charged_clock = None
 
     def run_once(self, now: float | None = None) -> int:
-        """One pass at ``now`` (default: the clock); returns the jobs charged."""
+        """One pass at ``now`` (default: the clock); returns the jobs charged. The meter
+        is read on a steady clock (:attr:`monotonic`): a meter without an energy counter
+        integrates the GPUs' power over the time between readings, and a wall clock
+        stepped a day ahead (an NTP step) charged the jobs a day of power; one set back
+        counted nothing until it caught up."""
         t = resolve_now(now)
         self._renewed()
+        clock = self.monotonic or (steady_clock if now is None else None)
+        at = t if clock is None else clock()
         with self.db.read_session() as session:
             held = energy.holdings(session)
         with self._closer.using():  # not closed under the reading (:meth:`stop`)
-            reading = self.meter.read(t, energy.busy(held))
+            reading = self.meter.read(at, energy.busy(held))
         if self.report is not None:
             self.report(reading)
         last, since = self._charged, self._charged_at
         if last is None:  # the first reading: where charging starts
-            self._charged, self._charged_at = reading, t
+            self._charged, self._charged_at, self._charged_clock = reading, t, at
             return 0
+        if clock is not None and self._charged_clock is not None:
+            # the interval as long as the meter's clock says: a wall clock stepped since
+            # (the reconcile loop moves the runs' starts by the step) shifts no share
+            since = t - (at - self._charged_clock)
         used = {key: max(0.0, joules - last.get(key, 0.0)) for key, joules in reading.items()}
         charged = energy.charges(held, used, since, t)
         with self.db.session() as session:
             done = energy.charge(session, charged, t)
-        self._charged, self._charged_at = reading, t
+        self._charged, self._charged_at, self._charged_clock = reading, t, at
         return done

@@ -13,7 +13,8 @@ outage (:class:`~danlu.executors.ExecutorUnavailableError`, e.g. the Ray head's 
 unreachable), an expected failure, in one line, no traceback, then a count once a minute.
 With each reading (and at start-up) the nodes the backend has taken out of service (Slurm
 reports them down or drained) are cordoned, with the backend's reason, and reopened once it
-serves them again; a node an admin closed is left as it is.
+serves them again; a node an admin closed is left as it is. A GPU read smaller than the
+memory its jobs hold keeps them (they run on) and is logged (:func:`log_over_commits`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from danlu.server.failures import REPEAT_LOG_SECONDS, RepeatedFailure
 from danlu.server.loops import clock_due
 from danlu.server.metrics import ServerMetrics
 from danlu.server.services import nodes
-from danlu.server.services.cluster import replace_inventory
+from danlu.server.services.cluster import OverCommit, over_committed, replace_inventory
 
 log = logging.getLogger(__name__)
 
@@ -206,9 +207,24 @@ class InventoryRefresh:
         with self.db.session() as session:
             fake = any(session.scalars(select(NodeRow.fake)))
             replace_inventory(session, nodes, fake=fake)
+            over = over_committed(session)
         self._recorded = cluster
         change = compare(before, nodes)
         log.warning("inventory changed: %s", " ".join(change.describe()) or "order only")
+        log_over_commits(over)
         if self.metrics is not None:
             self.metrics.set_cluster(cluster)
         return change
+
+
+def log_over_commits(over: Sequence[OverCommit]) -> None:
+    """Warn of each GPU whose jobs hold more memory than the inventory now gives it
+    (:func:`~danlu.server.services.cluster.over_committed`): they run on, and nothing new
+    is placed there until they free enough of it."""
+    for gpu in over:
+        log.warning(
+            "%s (%s) since the inventory reported it smaller: they run on, but may run out "
+            "of memory; nothing new is placed on it until they hold no more than it has",
+            gpu.describe(),
+            ", ".join(gpu.jobs),
+        )

@@ -149,6 +149,58 @@ def clock_due(at: float, now: float, wait: float) -> bool:
     return now >= at or at - now > wait
 
 
+CLOCK_STEP_SECONDS = 1.0
+"""The least difference between the wall clock's and the monotonic clock's advance between
+two passes that :class:`ClockSteps` takes for a step of the wall clock. NTP steps an
+offset past 128 ms and slews a smaller one at most 500 ppm: a slew is never a step."""
+
+CLOCK_SLEW = 0.0005
+"""The most NTP slews the wall clock per second (500 ppm): a pass long after the last one
+may see that much more of a difference without a step."""
+
+
+def steady_clock() -> float:
+    """Seconds on a clock that no one sets: Linux's ``CLOCK_BOOTTIME`` (it counts a suspend
+    too, as the wall clock does, so that a host or VM suspended and resumed makes no step:
+    runs on other machines went on meanwhile), else ``time.monotonic``."""
+    boottime = getattr(time, "CLOCK_BOOTTIME", None)
+    return time.clock_gettime(boottime) if boottime is not None else time.monotonic()
+
+
+class ClockSteps:
+    """Finds the steps of the wall clock (an NTP step, an admin's ``date -s``) between two
+    readings of it taken with a steady clock's (:func:`steady_clock`), which never steps.
+    :meth:`step` says how far the wall clock jumped since the reading :meth:`mark` kept
+    last (0 when it did not, or when there is none)."""
+
+    def __init__(self) -> None:
+        self._last: tuple[float, float] | None = None
+
+    def step(self, wall: float, monotonic: float) -> float:
+        """Seconds the wall clock jumped (forward: positive) between the last marked
+        reading and ``(wall, monotonic)``: its advance minus the monotonic clock's, when
+        that is more than :data:`CLOCK_STEP_SECONDS` (and than a slew could make)."""
+        if self._last is None:
+            return 0.0
+        last_wall, last_mono = self._last
+        elapsed = monotonic - last_mono
+        jump = (wall - last_wall) - elapsed
+        return jump if abs(jump) > max(CLOCK_STEP_SECONDS, CLOCK_SLEW * abs(elapsed)) else 0.0
+
+    @property
+    def last_wall(self) -> float | None:
+        """The wall clock of the reading kept last (None when none is)."""
+        return None if self._last is None else self._last[0]
+
+    def mark(self, wall: float, monotonic: float) -> None:
+        """Keep ``(wall, monotonic)`` as the reading the next :meth:`step` compares with."""
+        self._last = (wall, monotonic)
+
+    def forget(self) -> None:
+        """Drop the kept reading (the next :meth:`step` says 0)."""
+        self._last = None
+
+
 def close_quietly(what: str, close: Callable[[], object]) -> None:
     """Call ``close`` (one step of closing the control plane), logging what it raises: the
     steps after it still run, and an error that stopped a start-up is the one raised."""

@@ -40,7 +40,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,7 +65,7 @@ from danlu.server.db import Database, Job, Lease
 from danlu.server.failures import RepeatedFailure
 from danlu.server.health import HealthLoop
 from danlu.server.inventory import InventoryRefresh
-from danlu.server.loops import PassErrors, PeriodicLoop
+from danlu.server.loops import ClockSteps, PassErrors, PeriodicLoop, steady_clock
 from danlu.server.metrics import ServerMetrics
 from danlu.server.plane_lease import (
     LEASE,
@@ -184,6 +184,7 @@ class Reconciler(PollStep):
         preempt_grace: float | None = None,
         lease_ttl: float | None = None,
         health: HealthLoop | None = None,
+        monotonic: Callable[[], float] | None = None,
     ) -> None:
         self.db = db
         self.executor = executor
@@ -230,6 +231,12 @@ class Reconciler(PollStep):
         """Reads the executor's nodes again every ``DANLU_INVENTORY_REFRESH`` seconds."""
         self.pass_errors = PassErrors(log, "reconcile")
         """Logs the errors of the passes, a recurring one at most once an hour."""
+        self.monotonic = monotonic
+        """The steady clock a pass reads beside the wall clock to find the wall clock's
+        steps (:class:`~danlu.server.loops.ClockSteps`); None:
+        :func:`~danlu.server.loops.steady_clock` for a pass on the wall clock, none for one
+        given its ``now`` (a test's own time)."""
+        self.clock_steps = ClockSteps()
         self._lock = threading.Lock()
         self._loop = PeriodicLoop(
             "danlu-reconcile",
@@ -305,8 +312,10 @@ class Reconciler(PollStep):
         t0 = time.perf_counter()
         t = resolve_now(now)
         if not self._lease(t):
+            self.clock_steps.forget()  # the leader measures: its shifts are its own
             return report
         report.leader = True
+        self._shift_clocks(now, t)
         if not self._adopted:
             self.adopt()
             self._adopted = True
@@ -332,6 +341,31 @@ class Reconciler(PollStep):
         if self.metrics is not None:
             self.metrics.reconcile_seconds.observe(time.perf_counter() - t0)
         return report
+
+    def _shift_clocks(self, now: float | None, t: float) -> None:
+        """When the wall clock stepped since the last pass (an NTP step, ``date -s``), move
+        the holding jobs' run starts and the queued jobs' backoff with it
+        (:func:`~danlu.server.services.job_reasons.shift_clocks`): a jump forward ended no
+        run past its ``time_limit`` early, nor charged GPU-hours for time nothing ran; one
+        back does not give a run the jump's length of time more. Read with a steady
+        clock (:attr:`monotonic`), so a step while no pass ran (the plane down) is not seen."""
+        clock = self.monotonic or (steady_clock if now is None else None)
+        if clock is None:
+            return
+        mono = clock()
+        step = self.clock_steps.step(t, mono)
+        last_wall = self.clock_steps.last_wall
+        if step and last_wall is not None:
+            with self.db.session() as session:
+                moved = jobs.shift_clocks(session, step, last_wall)
+            self.statuses = StatusCache()  # the policy's view of the runs' starts
+            log.warning(
+                "reconcile: the wall clock jumped %+.1f s since the last pass; %d job "
+                "run starts and backoffs moved with it (a jump counts as no run time)",
+                step,
+                moved,
+            )
+        self.clock_steps.mark(t, mono)
 
     def _report_errors(self, errors: list[str]) -> None:
         """Log the errors the pass went on from (:attr:`pass_errors`) and count them."""

@@ -14,6 +14,7 @@ from danlu.core.cluster import GPU_TYPES, Cluster, GpuType
 from danlu.core.cluster import Node as CoreNode
 from danlu.core.errors import ConfigError
 from danlu.core.state import JobState
+from danlu.core.units import format_bytes
 from danlu.server.db.models import Counter, Gpu, Job, Node
 from danlu.server.services import nodes as node_states
 from danlu.server.services.common import resolve_now, tuple_rows
@@ -290,6 +291,49 @@ def load_cluster(session: Session, memo: InventoryMemo | None = None) -> Cluster
     if memo is not None:
         memo.put(rows, cluster, revision)
     return cluster
+
+
+@dataclass(frozen=True, slots=True)
+class OverCommit:
+    """A GPU whose jobs hold more memory than it has: the inventory reported it smaller
+    after they were placed (``--fake-gpus 4x40GiB`` after ``4x80GiB`` on the same home, a
+    MIG or driver change). Its jobs run on (they are alive); nothing new is placed on it
+    while they hold more than it has (the scheduler sees no free memory there)."""
+
+    node: str
+    gpu: int
+    memory: int
+    """The GPU's memory now, in bytes."""
+    held: int
+    """The memory its jobs' shares hold, in bytes (more than :attr:`memory`)."""
+    jobs: tuple[str, ...]
+    """The ids of the jobs holding a share of it."""
+
+    def describe(self) -> str:
+        """``GPU node:0 has 40.0 GiB, its jobs hold 65.0 GiB`` (for logs and ``why``)."""
+        return (
+            f"GPU {self.node}:{self.gpu} has {format_bytes(self.memory)}, "
+            f"its jobs hold {format_bytes(self.held)}"
+        )
+
+
+def over_committed(session: Session) -> list[OverCommit]:
+    """The GPUs of the inventory (those the last reading reported) whose holding jobs'
+    shares hold more memory than the GPU has, in node and GPU order."""
+    held: dict[tuple[str, int], list[ShareRecord]] = {}
+    for share in list_shares(session):
+        held.setdefault((share.node, share.gpu), []).append(share)
+    if not held:
+        return []
+    out: list[OverCommit] = []
+    for node in list_nodes(session):
+        for gpu in node.gpus:
+            shares = held.get((node.name, gpu.index), [])
+            total = sum(s.memory for s in shares)
+            if shares and total > gpu.memory:
+                jobs = tuple(sorted({s.job_id for s in shares}))
+                out.append(OverCommit(node.name, gpu.index, gpu.memory, total, jobs))
+    return out
 
 
 def list_shares(session: Session) -> list[ShareRecord]:

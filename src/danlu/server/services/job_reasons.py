@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import case, func, select
+from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
 
 from danlu.core.cluster import MILLI_PER_GPU
@@ -15,7 +15,7 @@ from danlu.core.state import JobState
 from danlu.core.units import format_bytes, format_duration
 from danlu.server.db.models import Gpu, Job, JobEvent, Node
 from danlu.server.services import dependencies
-from danlu.server.services.cluster import ABSENT
+from danlu.server.services.cluster import ABSENT, over_committed
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import HOLDING
 
@@ -103,7 +103,9 @@ def over_time(session: Session, now: float | None = None) -> list[tuple[str, str
     before it) is among them."""
     t = resolve_now(now)
     running = Job.state.in_(HOLDING) & Job.last_start.is_not(None) & ~WAITS_FOR_LAUNCH
-    current = case((running, t - Job.last_start), else_=0.0)
+    # a start after ``t`` (the wall clock set back since) adds 0, as in run_time_at: a
+    # negative span took the earlier runs' time off, and the job ran past its limit
+    current = case((running & (Job.last_start < t), t - Job.last_start), else_=0.0)
     used = Job.run_time + current
     query = select(Job.id, Job.time_limit, used).where(  # ix_jobs_state_time_limit
         Job.state.in_([s.value for s in JobState if not s.terminal]),
@@ -119,6 +121,32 @@ def over_time(session: Session, now: float | None = None) -> list[tuple[str, str
     ]
 
 
+def shift_clocks(session: Session, step: float, before: float) -> int:
+    """Move the times that measure a span from the past by ``step`` seconds, after the wall
+    clock jumped by that much (:class:`~danlu.server.loops.ClockSteps`), so that the jump
+    counts as no time: the holding jobs' ``last_start`` (their current run's time toward
+    ``time_limit``, their GPU-hours and recent usage keep what they had, neither ended
+    early by a step forward nor run past the limit after one back) and the backoff of the
+    jobs still waiting for it at ``before`` (the last reading before the jump:
+    ``next_attempt_at``, so that a clock set back an hour holds none back an hour more).
+    Deadlines are wall-clock times and stay. Core UPDATEs that leave ``version``; returns
+    the rows moved."""
+    values = {"last_start": Job.last_start + step}
+    moved = session.execute(
+        update(Job)
+        .where(Job.state.in_(HOLDING), Job.last_start.is_not(None))
+        .values(values)
+        .execution_options(synchronize_session=False)
+    )
+    backoff = session.execute(
+        update(Job)
+        .where(Job.state == JobState.PENDING.value, Job.next_attempt_at > before)
+        .values(next_attempt_at=Job.next_attempt_at + step)
+        .execution_options(synchronize_session=False)
+    )
+    return int(getattr(moved, "rowcount", 0) or 0) + int(getattr(backoff, "rowcount", 0) or 0)
+
+
 def cancellations(session: Session) -> list[Job]:
     """Jobs holding GPUs whose cancellation was requested (for the reconcile loop)."""
     query = select(Job).where(Job.state.in_(HOLDING), Job.cancel_requested_at.is_not(None))
@@ -127,8 +155,9 @@ def cancellations(session: Session) -> list[Job]:
 
 def why(session: Session, job: Job, now: float | None = None) -> str:
     """Explain in one sentence why ``job`` is where it is (mainly: why it is pending); a
-    pending job names the nodes closed to new work, and an unfinished job with a deadline
-    says when it will be cancelled."""
+    pending job names the nodes closed to new work, a running one each of its GPUs whose
+    jobs hold more memory than the inventory now gives it (:func:`over_committed`), and an
+    unfinished job with a deadline says when it will be cancelled."""
     t = resolve_now(now)
     reason = _why(session, job, t)
     if job.state == JobState.PENDING.value:
@@ -153,6 +182,10 @@ def why(session: Session, job: Job, now: float | None = None) -> str:
                 ", ..." if len(closed) > _NAMED_NODES else ""
             )
             reason += f"; cordoned (no new work): {names}"
+    if job.state in HOLDING:
+        for gpu in over_committed(session):
+            if job.id in gpu.jobs:
+                reason += f"; {gpu.describe()} (the inventory reported it smaller): {_OVER}"
     if job.deadline_at is not None and not JobState(job.state).terminal:
         left = job.deadline_at - t
         reason += f"; cancelled at its deadline in {left:.0f}s" if left > 0 else "; deadline passed"
@@ -182,6 +215,9 @@ def end_reasons(session: Session, jobs: Iterable[Job]) -> dict[str, str]:
     rows = session.execute(select(JobEvent.job_id, JobEvent.reason).where(JobEvent.id.in_(newest)))
     return {job_id: reason for job_id, reason in rows if reason}
 
+
+_OVER = "it runs on, nothing new is placed there until they hold no more than it has"
+"""What :func:`why` says of a running job's GPU that is over-committed."""
 
 _NAMED_NODES = 5
 """Cordoned nodes :func:`why` names at most."""

@@ -42,6 +42,7 @@ from danlu.server.services.job_reasons import expired as expired
 from danlu.server.services.job_reasons import not_launched as not_launched
 from danlu.server.services.job_reasons import over_time as over_time
 from danlu.server.services.job_reasons import run_time_at as run_time_at
+from danlu.server.services.job_reasons import shift_clocks as shift_clocks
 from danlu.server.services.job_reasons import waits_for_launch as waits_for_launch
 from danlu.server.services.job_reasons import why as why
 from danlu.server.services.projects import HOLDING
