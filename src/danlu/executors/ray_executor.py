@@ -351,7 +351,7 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
                 )
             self._unkilled.pop(tuple(actors), None)
         log_path, offset = self._open_log(self._log_dir, job.job_id)
-        run_dir.mkdir(mode=0o700)
+        self._make_run_dir(run_dir, job.job_id)
         devices = node_devices(job, self.inventory())
         # a run without GPUs is one process anywhere in the cluster: its torchrun is alone
         first = alive[names[0]] if names else {}
