@@ -17,11 +17,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
+from danlu.core.errors import ConfigError
 from danlu.train.state import stored_count, stored_rate
+
+
+def _step_count(scheduler: Any) -> Any:
+    """A torch scheduler's step count (``last_epoch``; ``ReduceLROnPlateau``'s too), None
+    for a scheduler without one."""
+    return getattr(scheduler, "last_epoch", None)
 
 
 class LRController:
@@ -45,6 +52,9 @@ class LRController:
         self._inner = [float(g["lr"]) for g in optimizer.param_groups]
         self.plateau = isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
         """True when the scheduler is ``ReduceLROnPlateau`` (stepped with a metric)."""
+        self._scheduler_count: Any = _step_count(scheduler)
+        """The scheduler's step count (``last_epoch``) after this controller stepped it
+        last; None when unknown (a scheduler without one, or its state just loaded)."""
         self._apply(1.0)
 
     @property
@@ -66,6 +76,8 @@ class LRController:
         return tau / max(grad_norm, tau)
 
     def _apply(self, extra: float) -> None:
+        if len(self._inner) < len(self.optimizer.param_groups):
+            self._adopt_new_groups()
         f = self.warmup_factor() * self.scale * self.decay * extra
         for g, lr in zip(self.optimizer.param_groups, self._inner, strict=True):
             g["lr"] = lr * f
@@ -80,7 +92,13 @@ class LRController:
         self.steps += 1
         if self.scheduler is None and self.grad_norm_tau is None and self.steps > self.warmup_steps:
             return  # no schedule, no per-step factor, warmup over: the LRs set last still hold
-        self._with_inner(None if self.plateau else (lambda s: s.step()))
+        if self.plateau:
+            expected = self._scheduler_count
+            if expected is not None and _step_count(self.scheduler) != expected:
+                self._refuse_stepped_outside(expected)
+            self._apply(1.0)
+            return
+        self._with_inner(lambda s: s.step())
 
     def plateau_step(self, metric: float) -> None:
         """Feed a validation metric to ``ReduceLROnPlateau`` (call once per epoch)."""
@@ -89,11 +107,48 @@ class LRController:
 
     def _with_inner(self, fn: Any) -> None:
         if fn is not None and self.scheduler is not None:
+            expected = self._scheduler_count
+            if expected is not None and _step_count(self.scheduler) != expected:
+                self._refuse_stepped_outside(expected)
+            if len(self._inner) < len(self.optimizer.param_groups):
+                self._adopt_new_groups()
             for g, lr in zip(self.optimizer.param_groups, self._inner, strict=True):
                 g["lr"] = lr
             fn(self.scheduler)
             self._inner = [float(g["lr"]) for g in self.optimizer.param_groups]
+            self._scheduler_count = _step_count(self.scheduler)
         self._apply(1.0)
+
+    def _adopt_new_groups(self) -> None:
+        """Take the LR of parameter groups added to the optimizer after this controller was
+        made (``optimizer.add_param_group``, unfreezing a part) as their own LR, which the
+        multipliers scale from now on (before, every later step failed with a bare
+        ``ValueError`` of ``zip``)."""
+        groups = self.optimizer.param_groups
+        self._inner += [float(g["lr"]) for g in groups[len(self._inner) :]]
+
+    def _refuse_stepped_outside(self, expected: int) -> NoReturn:
+        """Refuse a scheduler that was stepped outside this controller (the script's own
+        ``scheduler.step()``, once per epoch or after ``ctx.step``; ``expected`` is its
+        ``last_epoch`` as this controller left it): ``ctx.step`` steps it once per optimizer
+        step, so each such call stepped it once more and the schedule ran ahead, silently
+        (a per-epoch ``StepLR`` decayed after every step). A ``ReduceLROnPlateau`` stepped
+        by the script lost its reductions: the controller's next step set the LRs again."""
+        name = type(self.scheduler).__name__
+        if self.plateau:
+            why = "ctx.step sets the LRs again, undoing its reductions"
+            fix = "feed it with ctx.lr.plateau_step(metric) once per epoch instead"
+        else:
+            why = "ctx.step steps it once per optimizer step, so it ran ahead"
+            fix = (
+                "remove the script's scheduler.step(); for a schedule in epochs, give its "
+                "period in optimizer steps (StepLR(step_size=epochs * steps_per_epoch))"
+            )
+        raise ConfigError(
+            f"the scheduler passed to danlu.train.init ({name}) was stepped outside "
+            f"danlu (its last_epoch is {_step_count(self.scheduler)}, danlu left it at "
+            f"{expected}): {why}; {fix}"
+        )
 
     def set_scale(self, scale: float) -> None:
         """Batch co-scaling multiplier (from :func:`danlu.train.scaling.lr_factor`)."""
@@ -145,6 +200,7 @@ class LRController:
 
         def load() -> None:
             self.steps, self.scale, self.decay, self._inner = steps, scale, decay, inner
+            self._scheduler_count = None  # the scheduler's state is loaded with it
             self._apply(1.0)
 
         return load

@@ -44,6 +44,13 @@ class Preemption:
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.requested = True
+        # A context opened inside another (a second init in one process) took SIGTERM from
+        # the outer one's Preemption: pass it on, or the outer run trained on, unsignalled,
+        # and was killed after the grace without its checkpoint. A foreign handler is not
+        # called (it may exit at once).
+        outer = getattr(self._previous, "__self__", None)
+        if isinstance(outer, Preemption):
+            outer._on_signal(signum, frame)
 
     def request(self) -> None:
         """Ask for a stop as if SIGTERM had arrived (tests, or a user's own trigger)."""

@@ -125,6 +125,13 @@ def no_space(exc: BaseException) -> bool:
     return any(e.errno in (errno.ENOSPC, errno.EDQUOT) for e in os_errors(exc))
 
 
+def not_writable(exc: BaseException) -> OSError | None:
+    """The ``OSError`` of a write refused by the filesystem for good (read-only, no
+    permission) that ``exc`` is or holds (see :func:`os_errors`), else None."""
+    refused = (errno.EROFS, errno.EACCES, errno.EPERM)
+    return next((e for e in os_errors(exc) if e.errno in refused), None)
+
+
 def passing_os_error(exc: BaseException) -> OSError | None:
     """The ``OSError`` of a read that failed for a passing reason (``EIO``, a permission:
     not a missing file) that ``exc`` is or holds (see :func:`os_errors`), else None: such a
