@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -25,20 +24,26 @@ from danlu.cli.output import stdout_written
 from danlu.cli.sim_checks import (
     MOST_NODES,
     PLOT_FORMATS,
+    check_distinct,
     check_distinct_seeds,
     check_enabled,
+    check_list_file,
     check_load,
+    check_output,
     check_plot,
     check_synthetic,
     check_traces,
     failure_settings,
 )
 from danlu.cli.sim_flags import (
+    MAX_SEEDS,
+    check_choice,
     check_named,
     json_text,
+    parse_options,
     parse_policy_list,
-    parse_project_shares,
     parse_quotas,
+    parse_seeds,
 )
 from danlu.cli.sim_numbers import (
     FailureSeedOpt,
@@ -49,29 +54,58 @@ from danlu.cli.sim_numbers import (
     RestartOpt,
     SeedOpt,
 )
+from danlu.cli.sim_options import (
+    DEFAULT_TRACES,
+    CheckpointOpt,
+    EventOpt,
+    GpuMtbfOpt,
+    GpuRepairOpt,
+    InterferenceGpuOpt,
+    InterferenceOpt,
+    JsonOpt,
+    MtbfOpt,
+    PolicyOpt,
+    PolicyOptionOpt,
+    ProjectShareOpt,
+    QuotaOpt,
+    RepairOpt,
+    TracesOpt,
+    UserQuotaOpt,
+    WorkloadOpt,
+    sim_config,
+)
 from danlu.cli.sim_tables import (
-    KINDS,
-    format_value,
     left_out_note,
+    plan_table,
     project_table,
     rejection_note,
     summary_table,
     unplaceable_note,
 )
-from danlu.config import parse_option_pairs
 from danlu.core.cluster import Cluster
 from danlu.core.errors import ConfigError, DanluError, UnknownNameError
-from danlu.sched.quota import Quotas
 from danlu.sched.registry import default_registry
 from danlu.sim.config import SimConfig
 from danlu.sim.engine import Simulator
-from danlu.sim.failures import Failures
-from danlu.sim.interference import Interference
 from danlu.sim.metrics import SimResult, json_summary
 from danlu.sim.setting_types import option_refusal
 from danlu.sim.workload import Workload, load_workload, synthetic_workload
 
-DEFAULT_TRACES = Path("../shared/data/pollux/traces")
+__all__ = [  # importable from here as before the flags and checks had modules of their own
+    "DEFAULT_TRACES",
+    "MAX_SEEDS",
+    "check_distinct",
+    "check_output",
+    "parse_options",
+    "parse_quotas",
+    "parse_seeds",
+    "register",
+    "sim_app",
+    "write_output",
+]
+
+OPENB_DATA = "../shared/data/alibaba-gpu-v2023"
+"""Where ``sim pack``'s examples find the Alibaba openb pod and node lists."""
 
 sim_app = typer.Typer(
     rich_markup_mode="markdown",  # as the main app (danlu.cli.main)
@@ -85,75 +119,6 @@ err = cli_console(stderr=True)
 def register(app: typer.Typer) -> None:
     """Add the ``sim`` command group to ``app``."""
     app.add_typer(sim_app, name="sim")
-
-
-MAX_SEEDS = 10_000
-"""The most seeds ``--seeds`` may name (each is a whole packing run); a range of billions
-used to be built in memory before anything else (a MemoryError)."""
-
-
-def parse_seeds(text: str) -> list[int]:
-    """``42-51`` or ``1,2,3`` (or a mix: ``1,5-7``) -> list of ints, at most
-    :data:`MAX_SEEDS` of them (counted before the list is built)."""
-    spans: list[tuple[int, int]] = []
-    try:
-        for part in text.split(","):
-            part = part.strip()
-            if "-" in part:
-                lo, hi = part.split("-", 1)
-                spans.append((int(lo), int(hi)))
-                if spans[-1][1] < spans[-1][0]:
-                    raise ValueError
-            elif part:
-                spans.append((int(part), int(part)))
-    except ValueError:
-        raise ConfigError(
-            f"--seeds {text!r} is not a seed list; write e.g. 42-51 or 1,2,3"
-        ) from None
-    if not spans:
-        raise ConfigError("--seeds is empty; write e.g. 42-51")
-    total = sum(hi - lo + 1 for lo, hi in spans)
-    if total > MAX_SEEDS:
-        raise ConfigError(
-            f"--seeds {text!r} names {total:,} seeds, more than {MAX_SEEDS:,} seeds at once; "
-            "name fewer, e.g. 42-51"
-        )
-    return [seed for lo, hi in spans for seed in range(lo, hi + 1)]
-
-
-def parse_options(pairs: list[str]) -> dict[str, Any]:
-    """``--option key=value`` policy options (:func:`danlu.config.parse_option_pairs`)."""
-    return parse_option_pairs(pairs, "--option")
-
-
-def check_output(path: Path | None, flag: str) -> None:
-    """Refuse an output path that cannot be written before any work is done, so a long
-    simulation does not end in an error that loses its results."""
-    if path is None:
-        return
-    if path.is_dir():
-        raise ConfigError(f"{flag} {path} is a folder; give a file name, e.g. {path / 'out'}")
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise ConfigError(f"{flag} {path}: folder {parent} does not exist; create it first")
-
-
-def check_distinct(outputs: dict[str, Path | None], inputs: dict[str, Path | None]) -> None:
-    """Refuse an output path (by its flag) that resolves to an input file or to another
-    output, so that writing the results cannot replace what was read or each other."""
-    taken: dict[Path, str] = {}
-    for flag, path in inputs.items():
-        if path is not None:
-            taken.setdefault(path.expanduser().resolve(), flag)
-    for flag, path in outputs.items():
-        if path is None:
-            continue
-        where = path.expanduser().resolve()
-        if where in taken:
-            raise ConfigError(
-                f"{flag} {path} is the file of {taken[where]}; write the results elsewhere"
-            )
-        taken[where] = flag
 
 
 def write_output(path: Path, write: Callable[[Path], object], flag: str) -> None:
@@ -231,135 +196,6 @@ def _simulate(
         return Simulator(cluster, policy, workload, config, profiles, on_progress=update).run()
 
 
-WorkloadOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--workload",
-        help="Workload CSV (Pollux, Philly, Alibaba openb or danlu format, recognised by its "
-        "columns). Without it, a built-in synthetic workload is used.",
-    ),
-]
-TracesOpt = Annotated[
-    Path, typer.Option("--traces", help="Folder of per-application measurements (Pollux format).")
-]
-EventOpt = Annotated[
-    bool,
-    typer.Option(
-        "--event-rounds/--no-event-rounds", help="Also schedule at each arrival/completion."
-    ),
-]
-JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.")]
-InterferenceOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--interference",
-        help="Gavel's physical_cluster_throughputs.json (e.g. ../shared/data/gavel/): slow jobs "
-        "that share a GPU as Gavel measured such pairs. Without it, sharing is free.",
-    ),
-]
-InterferenceGpuOpt = Annotated[
-    str,
-    typer.Option(
-        "--interference-gpu",
-        help="Which GPU's measurements of that file to use (with --interference).",
-    ),
-]
-ProjectShareOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--project-share",
-        help="A project's weight for fair-share policies, NAME=WEIGHT (repeatable; default 1).",
-    ),
-]
-MtbfOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--node-mtbf",
-        help="Nodes fail at random, each with this mean time between failures (e.g. 30d); "
-        "a failed node's jobs resume from their last checkpoint. Without it, none fail.",
-    ),
-]
-RepairOpt = Annotated[
-    str,
-    typer.Option(
-        "--node-repair", help="How long a failed node is out of service (with --node-mtbf)."
-    ),
-]
-GpuMtbfOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--gpu-mtbf",
-        help="Single GPUs fail at random, each with this mean time between failures (e.g. "
-        "365d); the jobs on a failed GPU resume from their last checkpoint, the rest of its "
-        "node works on. Without it, no GPU fails on its own.",
-    ),
-]
-GpuRepairOpt = Annotated[
-    str,
-    typer.Option("--gpu-repair", help="How long a failed GPU is out of service (with --gpu-mtbf)."),
-]
-CheckpointOpt = Annotated[
-    str,
-    typer.Option(
-        "--checkpoint-every",
-        help="Training between two checkpoints of a job (with --node-mtbf or --gpu-mtbf).",
-    ),
-]
-QuotaOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--quota",
-        help="GPUs a project's running jobs may hold at once, PROJECT=GPUS (repeatable; by "
-        "the workload's project column): its jobs wait beyond it, as the server keeps them.",
-    ),
-]
-UserQuotaOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--user-quota",
-        help="GPUs a user's running jobs may hold at once, USER=GPUS (repeatable; by the "
-        "workload's user column).",
-    ),
-]
-
-PolicyOpt = Annotated[str, typer.Option("--policy", help="Scheduling policy name.")]
-PolicyOptionOpt = Annotated[
-    list[str] | None, typer.Option("--option", help="Policy option key=value (repeatable).")
-]
-
-
-def _config(
-    interval: float,
-    restart_cost: float,
-    event_rounds: bool,
-    interference: Path | None,
-    interference_gpu: str,
-    project_shares: list[str] | None = None,
-    failures: tuple[Failures | None, Failures | None] = (None, None),
-    quotas: Quotas | None = None,
-) -> SimConfig:
-    """The simulation settings of ``run``, ``compare`` and ``plan`` (``failures``: the
-    nodes' and the GPUs')."""
-    model = None
-    if interference is not None:
-        if not interference.is_file():
-            raise ConfigError(
-                f"--interference {interference} is not a file; point it at Gavel's "
-                "physical_cluster_throughputs.json (e.g. ../shared/data/gavel/)"
-            )
-        model = Interference.from_gavel(interference, interference_gpu)
-    return SimConfig(
-        interval=interval,
-        restart_cost=restart_cost,
-        event_rounds=event_rounds,
-        interference=model,
-        project_shares=parse_project_shares(project_shares or []),
-        failures=failures[0],
-        gpu_failures=failures[1],
-        quotas=quotas or Quotas(),
-    )
-
-
 @sim_app.command("run")
 def run(
     ctx: typer.Context,
@@ -396,9 +232,7 @@ def run(
 ) -> None:
     """Simulate one policy on one workload and print a summary."""
     try:
-        names = default_registry().names()
-        if policy not in names:
-            raise ConfigError(f"--policy: unknown policy {policy!r}; valid: {', '.join(names)}")
+        check_choice("--policy", "policy", policy, default_registry().names())
         check_output(json_out, "--json")
         check_output(plot, "--plot")
         check_distinct(
@@ -413,7 +247,7 @@ def run(
         check_synthetic(given_options(ctx))
         check_traces(traces, given_options(ctx))
         wl = _load(workload, jobs, seed)
-        config = _config(
+        config = sim_config(
             interval,
             restart_cost,
             event_rounds,
@@ -437,7 +271,8 @@ def run(
             summary_table(
                 [result],
                 f"{as_text(wl.name)}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs",
-            )
+            ),
+            crop=False,  # wider than the terminal: wrapped, no column lost
         )
         projects = project_table(result)
         if projects is not None:
@@ -499,7 +334,7 @@ def compare(
         check_synthetic(given_options(ctx))
         check_traces(traces, given_options(ctx))
         wl = _load(workload, jobs, seed)
-        config = _config(
+        config = sim_config(
             interval,
             restart_cost,
             event_rounds,
@@ -518,7 +353,8 @@ def compare(
         console.print(
             summary_table(
                 results, f"{as_text(wl.name)}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs"
-            )
+            ),
+            crop=False,  # more policies than fit the terminal: wrapped, no column lost
         )
         _notes(wl, [rejection_note(r, f"{r.policy}: ") for r in results])
         if json_out is not None:
@@ -527,16 +363,6 @@ def compare(
                 for r in results
             }
             write_output(json_out, _text(json_text(by_policy)), "--json")
-
-
-PLAN_COLUMNS = {
-    "avg_jct": "avg JCT (s)",
-    "p99_jct": "p99 JCT (s)",
-    "avg_queueing_delay": "avg wait (s)",
-    "p99_queueing_delay": "p99 wait (s)",
-    "gpu_utilization": "GPU util",
-}
-"""The columns of ``danlu sim plan``'s table, by metric (a target's metric is added)."""
 
 
 @sim_app.command("plan")
@@ -584,12 +410,10 @@ def plan(
     """The fewest nodes (of --gpus-per-node GPUs) on which the workload meets every
     --target with this policy, found by simulating sizes between --min-nodes and
     --max-nodes. Exit status 1 when even --max-nodes misses a target."""
-    from danlu.sim.plan import SECONDS_METRICS, Target, parse_target, plan_capacity
+    from danlu.sim.plan import Target, parse_target, plan_capacity
 
     try:
-        names = default_registry().names()
-        if policy not in names:
-            raise ConfigError(f"--policy: unknown policy {policy!r}; valid: {', '.join(names)}")
+        check_choice("--policy", "policy", policy, default_registry().names())
         targets: list[Target] = [parse_target(t) for t in target]
         check_output(json_out, "--json")
         check_distinct(
@@ -604,7 +428,7 @@ def plan(
         check_synthetic(given_options(ctx))
         check_traces(traces, given_options(ctx))
         wl = _load(workload, jobs, seed)
-        config = _config(
+        config = sim_config(
             interval,
             restart_cost,
             event_rounds,
@@ -627,23 +451,9 @@ def plan(
         raise fail(exc) from None
     with stdout_written():  # a full disk or a gone reader: no traceback
         goals = as_text(", ".join(str(t) for t in targets))
-        table = Table(title=f"{as_text(wl.name)}: {len(wl.jobs)} jobs, {policy}, targets {goals}")
-        table.add_column("nodes", justify="right")
-        table.add_column("GPUs", justify="right")
-        shown = list(PLAN_COLUMNS) + [t.metric for t in targets if t.metric not in PLAN_COLUMNS]
-        for key in shown:
-            table.add_column(PLAN_COLUMNS.get(key, key), justify="right")
-        table.add_column("targets")
-        kinds = ["seconds" if key in SECONDS_METRICS else KINDS.get(key, "ratio") for key in shown]
-        for trial in found.trials:
-            values = (trial.summary.get(key, math.nan) for key in shown)
-            table.add_row(
-                str(trial.nodes),
-                str(trial.nodes * gpus_per_node),
-                *(format_value(value, kind) for value, kind in zip(values, kinds, strict=True)),
-                "met" if trial.met else as_text("missed " + ", ".join(trial.missed)),
-            )
-        console.print(table)
+        title = f"{as_text(wl.name)}: {len(wl.jobs)} jobs, {policy}, targets {goals}"
+        # wider than the terminal (many targets): wrapped, no column lost
+        console.print(plan_table(title, found.trials, targets, gpus_per_node), crop=False)
         _notes(wl, [])
         if found.nodes is None:
             console.print(f"no cluster of up to {max_nodes} nodes meets the targets")
@@ -709,16 +519,15 @@ def pack(
     from danlu.sim.openb import load_nodes, load_pods, run_allocation_experiment
 
     try:
-        if policy not in scorer_names():
-            raise ConfigError(
-                f"--policy: unknown placement {policy!r}; valid: {', '.join(scorer_names())}"
-            )
+        check_choice("--policy", "placement", policy, scorer_names())
         check_load(load)
         seed_list = parse_seeds(seeds)
         check_distinct_seeds(seed_list)
         options = parse_options(option or [])
         check_output(json_out, "--json")
         check_distinct({"--json": json_out}, {"--pods": pods, "--nodes": nodes})
+        check_list_file(nodes, "--nodes", f"{OPENB_DATA}/openb_node_list_gpu_node.csv")
+        check_list_file(pods, "--pods", f"{OPENB_DATA}/openb_pod_list_default.csv")
         node_list = load_nodes(nodes)
         pod_list = load_pods(pods)
         with console.status(f"packing {len(pod_list)} pods x {len(seed_list)} seeds ({policy})"):

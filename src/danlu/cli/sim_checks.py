@@ -1,7 +1,8 @@
 """Bounds and checks of ``danlu sim``'s flags that are refused before any simulation runs,
 as clear errors (:class:`ConfigError`, exit 2) naming the flag: the largest cluster and
 load it simulates, the plot formats it writes, seed lists without repeats, the failure
-settings, and flags given without the flag that enables them."""
+settings, flags given without the flag that enables them, and output files that cannot be
+written or would replace an input."""
 
 from __future__ import annotations
 
@@ -87,6 +88,15 @@ def check_traces(traces: Path, given: Collection[str]) -> None:
         )
 
 
+def check_list_file(path: Path, flag: str, example: str) -> None:
+    """Refuse a ``sim pack --pods``/``--nodes`` path that is a folder or does not exist,
+    naming the flag and a file to give (the reader's own error named neither, only an
+    errno). Anything else is left to the reader (a pipe is read; ``/dev/zero`` refused)."""
+    if path.is_dir() or not path.exists():
+        what = "is a folder" if path.is_dir() else "does not exist"
+        raise ConfigError(f"{flag} {path} {what}; give the CSV file, e.g. {example}")
+
+
 def check_enabled(given: Collection[str]) -> None:
     """Refuse an option of :data:`ENABLED_BY` given without any of the options that enable
     it (``--node-repair 4h`` without ``--node-mtbf``: no node fails, so it changed nothing
@@ -148,3 +158,33 @@ def failure_settings(
             mean = _positive_duration(f"--{unit}-mtbf", mtbf)
             out.append(Failures(mean, repair_seconds, every, seed))
     return out[0], out[1]
+
+
+def check_output(path: Path | None, flag: str) -> None:
+    """Refuse an output path that cannot be written before any work is done, so a long
+    simulation does not end in an error that loses its results."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise ConfigError(f"{flag} {path} is a folder; give a file name, e.g. {path / 'out'}")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise ConfigError(f"{flag} {path}: folder {parent} does not exist; create it first")
+
+
+def check_distinct(outputs: dict[str, Path | None], inputs: dict[str, Path | None]) -> None:
+    """Refuse an output path (by its flag) that resolves to an input file or to another
+    output, so that writing the results cannot replace what was read or each other."""
+    taken: dict[Path, str] = {}
+    for flag, path in inputs.items():
+        if path is not None:
+            taken.setdefault(path.expanduser().resolve(), flag)
+    for flag, path in outputs.items():
+        if path is None:
+            continue
+        where = path.expanduser().resolve()
+        if where in taken:
+            raise ConfigError(
+                f"{flag} {path} is the file of {taken[where]}; write the results elsewhere"
+            )
+        taken[where] = flag

@@ -1,14 +1,17 @@
 """``danlu sim``'s flags that name the workload's projects and users (``--project-share``,
-``--quota``, ``--user-quota``) and its policy list (``--policies``): parsed, and checked
-against what they name, as clear errors (:class:`ConfigError`, exit 2) naming the flag."""
+``--quota``, ``--user-quota``), its policy list (``--policies``), ``--option`` pairs and
+``sim pack --seeds``: parsed, and checked against what they name, as clear errors
+(:class:`ConfigError`, exit 2) naming the flag."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from danlu.config import parse_option_pairs
 from danlu.core.errors import ConfigError
 from danlu.core.values import plain_float
 from danlu.sched.quota import Quota, Quotas
@@ -94,6 +97,17 @@ def check_named(workload: Workload, config: SimConfig) -> None:
             )
 
 
+def check_choice(flag: str, kind: str, name: str, valid: Iterable[str]) -> None:
+    """Refuse ``name`` unless it is one of ``valid``, naming the flag, the closest valid
+    name where one is near (``--policy tiresas``: did you mean tiresias?) and all of them."""
+    known = list(valid)
+    if name in known:
+        return
+    near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f"did you mean {near[0]}? " if near else ""
+    raise ConfigError(f"{flag}: unknown {kind} {name!r}; {hint}valid: {', '.join(known)}")
+
+
 def parse_policy_list(text: str, valid: Iterable[str]) -> list[str]:
     """``--policies fifo,sjf``: the names, each a policy of ``valid``, each once (a policy
     named twice would be shown twice in the table but once in the JSON)."""
@@ -105,8 +119,7 @@ def parse_policy_list(text: str, valid: Iterable[str]) -> list[str]:
         )
     seen: set[str] = set()
     for name in names:
-        if name not in known:
-            raise ConfigError(f"--policies: unknown policy {name!r}; valid: {', '.join(known)}")
+        check_choice("--policies", "policy", name, known)
         if name in seen:
             raise ConfigError(f"--policies: {name!r} is named twice; name each policy once")
         seen.add(name)
@@ -117,3 +130,47 @@ def json_text(payload: Mapping[str, Any]) -> str:
     """``payload`` as strict JSON (indented): a NaN or an infinity left in it is a bug, an
     error here rather than a file other tools cannot read."""
     return json.dumps(payload, indent=1, allow_nan=False)
+
+
+MAX_SEEDS = 10_000
+"""The most seeds ``--seeds`` may name (each is a whole packing run); a range of billions
+used to be built in memory before anything else (a MemoryError)."""
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``42-51`` or ``1,2,3`` (or a mix: ``1,5-7``) -> list of ints, at most
+    :data:`MAX_SEEDS` of them (counted before the list is built)."""
+    spans: list[tuple[int, int]] = []
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part:
+                lo, hi = part.split("-", 1)
+                spans.append((int(lo), int(hi)))
+                if spans[-1][1] < spans[-1][0]:
+                    turned = f"{hi.strip()}-{lo.strip()}"
+                    raise ConfigError(
+                        f"--seeds {text!r}: the range {part} counts down; write {turned}"
+                    )
+            elif part:
+                spans.append((int(part), int(part)))
+    except ConfigError:  # a range counting down, said as such
+        raise
+    except ValueError:
+        raise ConfigError(
+            f"--seeds {text!r} is not a seed list; write e.g. 42-51 or 1,2,3"
+        ) from None
+    if not spans:
+        raise ConfigError("--seeds is empty; write e.g. 42-51")
+    total = sum(hi - lo + 1 for lo, hi in spans)
+    if total > MAX_SEEDS:
+        raise ConfigError(
+            f"--seeds {text!r} names {total:,} seeds, more than {MAX_SEEDS:,} seeds at once; "
+            "name fewer, e.g. 42-51"
+        )
+    return [seed for lo, hi in spans for seed in range(lo, hi + 1)]
+
+
+def parse_options(pairs: list[str]) -> dict[str, Any]:
+    """``--option key=value`` policy options (:func:`danlu.config.parse_option_pairs`)."""
+    return parse_option_pairs(pairs, "--option")

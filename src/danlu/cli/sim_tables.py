@@ -1,16 +1,18 @@
 """The tables and notes ``danlu sim run``, ``compare`` and ``plan`` print: the metrics of
 one or more results side by side (with the jobs each policy rejected or left unfinished,
-which its averages leave out), the projects' table, the rejection warning and the count of
-a trace's pods left out of the workload."""
+which its averages leave out), the projects' table, ``plan``'s table of the cluster sizes
+it tried, the rejection warning and the count of a trace's pods left out of the workload."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from rich.table import Table
 
 from danlu.cli.markup import as_text
 from danlu.sim.metrics import SimResult
+from danlu.sim.plan import SECONDS_METRICS, Target, Trial
 from danlu.sim.workload import Workload
 
 
@@ -71,15 +73,18 @@ comparison shows when two policies' averages are over different jobs."""
 
 def summary_table(results: list[SimResult], title: str) -> Table:
     """The metrics of each result in a column of its own (named by its policy)."""
-    table = Table(title=title)
-    table.add_column("metric")
-    for result in results:
-        table.add_column(result.policy, justify="right")
     summaries = [r.summary() | not_finished(r) for r in results]
     failing = any(s["node_failures"] or s["gpu_failures"] for s in summaries)
     rows = ROWS[:1] + NOT_FINISHED_ROWS + ROWS[1:] + (FAILURE_ROWS if failing else ())
-    for key, label, kind in rows:
-        table.add_row(label, *(format_value(s[key], kind) for s in summaries))
+    cells = [[format_value(s[key], kind) for s in summaries] for key, _, kind in rows]
+    table = Table(title=title)
+    table.add_column("metric", overflow="fold")
+    for index, result in enumerate(results):
+        # a number is never cut short on a narrow terminal; a long policy name folds
+        widest = max((len(row[index]) for row in cells), default=0)
+        table.add_column(result.policy, justify="right", min_width=widest, overflow="fold")
+    for (_, label, _), row in zip(rows, cells, strict=True):
+        table.add_row(label, *row)
     return table
 
 
@@ -159,3 +164,44 @@ def unplaceable_note(names: Sequence[str], sources: Mapping[str, str]) -> str | 
         f"memory, GPUs or gpu_spec): {shown}{more}; every copy of them failed, their demand "
         "counted as arrived (as in FGD's artifact)"
     )
+
+
+PLAN_COLUMNS = {
+    "avg_jct": "avg JCT (s)",
+    "p99_jct": "p99 JCT (s)",
+    "avg_queueing_delay": "avg wait (s)",
+    "p99_queueing_delay": "p99 wait (s)",
+    "gpu_utilization": "GPU util",
+}
+"""The columns of ``danlu sim plan``'s table, by metric (a target's metric is added)."""
+
+
+def plan_table(
+    title: str, trials: Sequence[Trial], targets: Sequence[Target], gpus_per_node: int
+) -> Table:
+    """``danlu sim plan``'s table: one row per cluster size tried, with the
+    :data:`PLAN_COLUMNS` metrics, any other metric a target names, and which targets it
+    met or missed."""
+    shown = list(PLAN_COLUMNS) + [t.metric for t in targets if t.metric not in PLAN_COLUMNS]
+    kinds = ["seconds" if key in SECONDS_METRICS else KINDS.get(key, "ratio") for key in shown]
+    rows = [
+        [
+            str(trial.nodes),
+            str(trial.nodes * gpus_per_node),
+            *(
+                format_value(trial.summary.get(key, math.nan), kind)
+                for key, kind in zip(shown, kinds, strict=True)
+            ),
+        ]
+        for trial in trials
+    ]
+    table = Table(title=title, pad_edge=False)
+    # a number is never cut short ("35,562…"): its column keeps its widest value, and the
+    # headers and the targets wrap (a long name folded, not cut) when the terminal is narrow
+    for index, header in enumerate(["nodes", "GPUs", *(PLAN_COLUMNS.get(k, k) for k in shown)]):
+        widest = max((len(row[index]) for row in rows), default=0)
+        table.add_column(header, justify="right", min_width=widest)
+    table.add_column("targets", overflow="fold")
+    for trial, row in zip(trials, rows, strict=True):
+        table.add_row(*row, "met" if trial.met else as_text("missed " + ", ".join(trial.missed)))
+    return table
