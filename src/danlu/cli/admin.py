@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Annotated, Any
 
 import typer
-from rich.console import RenderableType
+from rich.cells import cell_len
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -30,6 +31,7 @@ from danlu.cli.options import (
 )
 from danlu.cli.output import stdout_written
 from danlu.cli.reply_fields import PROJECT, TOKEN, USER, Record
+from danlu.cli.top import FittedTable
 from danlu.core.errors import SpecError
 from danlu.core.units import format_bytes, parse_bytes
 from danlu.core.values import plain_float, visible
@@ -231,7 +233,7 @@ def user_ls(
     show_data(data, json_out, _users_table, USER)
 
 
-def _users_table(users: list[dict[str, Any]]) -> Table:
+def _users_table(users: list[dict[str, Any]]) -> TitledTable:
     rows = [
         (
             as_text(row.get("name")),
@@ -255,7 +257,7 @@ def user_tokens(
     """List a user's live tokens by prefix, without their secrets (admin, or the user)."""
     data = common.ask(home, url, token, lambda c: c.tokens(name))
 
-    def table(tokens: list[dict[str, Any]]) -> Table:
+    def table(tokens: list[dict[str, Any]]) -> TitledTable:
         rows = [
             (
                 as_text(row.get("prefix")),
@@ -313,22 +315,81 @@ def show_data(
     common.fail_on(problems)
 
 
-def titled_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> Table:
-    """A table of ``rows`` under ``columns``; the first column left, the others right. The
-    first column (the name or id the other commands take) is never wrapped or cut: on a
-    narrow terminal the other columns give way, their text folded onto more lines (a URL,
-    an error), never cut with an ellipsis."""
-    rows = list(rows)
-    table = Table(title=title, title_justify="left")
-    for i, column in enumerate(columns):
-        if i == 0:
-            widest = max((Text.from_markup(row[0]).cell_len for row in rows), default=0)
-            table.add_column(column, justify="left", no_wrap=True, min_width=widest)
-        else:
-            table.add_column(column, justify="right", overflow="fold")
-    for row in rows:
-        table.add_row(*row)
-    return table
+def titled_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> TitledTable:
+    """A table of ``rows`` (Rich markup, as :func:`~danlu.cli.markup.as_text` gives) under
+    ``columns``; the first column left, the others right, laid out for the width it is
+    printed at (:class:`TitledTable`)."""
+    return TitledTable(title, columns, rows)
+
+
+class TitledTable(FittedTable):
+    """A titled table whose first column (the name or id the other commands take) is never
+    wrapped or cut, and whose headers never break within a word: on a narrow terminal the
+    other columns give way, their text folded onto more lines (a URL, an error), never cut
+    with an ellipsis; where even a column as wide as its header's longest word each does not
+    fit, one record per line (``name  header: value  ...``)."""
+
+    def __init__(self, title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
+        self.title = title
+        self.columns = list(columns)
+        self.rows = [list(row) for row in rows]
+        self.FLOORS = {header: _longest_word(header) for header in self.columns[1:]}
+
+    def table(self, width: int) -> Table:
+        """The table, each column after the first given its header's longest word and then,
+        narrowest first, what room ``width`` leaves up to its widest cell."""
+        wants = [
+            max([_cells(header), *(_cells(row[i]) for row in self.rows if i < len(row))])
+            for i, header in enumerate(self.columns)
+        ]
+        chrome = 3 * len(self.columns) + 1  # a cell's padding and lines
+        floors = [self.FLOORS[header] for header in self.columns[1:]]
+        widths = fill_widths(floors, wants[1:], width - chrome - wants[0])
+        table = Table(title=self.title, title_justify="left")
+        for i, column in enumerate(self.columns):
+            if i == 0:
+                table.add_column(column, justify="left", no_wrap=True, min_width=wants[0])
+            else:
+                table.add_column(column, justify="right", overflow="fold", width=widths[i - 1])
+        for row in self.rows:
+            table.add_row(*row)
+        return table
+
+    def lines(self, width: int) -> RenderableType:
+        out: list[RenderableType] = [Text.from_markup(self.title)]
+        for row in self.rows:
+            line = Text.from_markup(row[0] if row else "", style="bold")
+            for header, cell in zip(self.columns[1:], row[1:], strict=False):
+                line.append(f"  {Text.from_markup(header).plain}: ")
+                line.append_text(Text.from_markup(cell))
+            out.append(line)
+        return Group(*out)
+
+
+def _cells(markup: str) -> int:
+    """How many terminal cells ``markup`` takes on one line."""
+    return Text.from_markup(markup).cell_len
+
+
+def _longest_word(markup: str) -> int:
+    """The cells of the longest word of a header, the least a column may give it."""
+    return max((cell_len(word) for word in Text.from_markup(markup).plain.split()), default=1)
+
+
+def fill_widths(floors: Sequence[int], wants: Sequence[int], room: int) -> list[int]:
+    """Widths of columns that each need ``floors[i]`` and want ``wants[i]`` at most, sharing
+    ``room``: each its floor, then the rest given one cell at a time to the narrowest column
+    still short of what it wants (so that a long URL does not take every cell from a short
+    error)."""
+    widths = list(floors)
+    left = room - sum(widths)
+    while left > 0:
+        short = [i for i, w in enumerate(widths) if w < wants[i]]
+        if not short:
+            break
+        widths[min(short, key=lambda i: widths[i])] += 1
+        left -= 1
+    return widths
 
 
 def when_text(stamp: float | None, layout: str = "%Y-%m-%d %H:%M") -> str:
@@ -448,7 +509,7 @@ def project_ls(
     show_data(data, json_out, _projects_table, PROJECT)
 
 
-def _projects_table(projects: list[dict[str, Any]]) -> Table:
+def _projects_table(projects: list[dict[str, Any]]) -> TitledTable:
     rows = [
         (
             as_text(row.get("name")),

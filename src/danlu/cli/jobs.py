@@ -367,8 +367,7 @@ def logs(
             quiet_stdout()
             raise fail(f"cannot write the output: {exc.strerror or exc}") from None
     if ended.get("state") != JobState.SUCCEEDED.value:
-        code = ended.get("exit_code")
-        status = f" (exit {code})" if isinstance(code, int) and code else ""
+        status = waiting.end_status(ended)
         err.print(
             f"job {as_text(ended.get('id', job))} ended {as_text(ended.get('state'))}{status}",
             highlight=False,

@@ -41,8 +41,9 @@ def build_spec(
 ) -> dict[str, Any]:
     """Read ``path`` (YAML or JSON), apply flag overrides and ``--set key=value`` (values parsed
     as YAML), add ``--after JOB[:CONDITION]`` to ``depends_on``, validate it locally, and
-    return the JSON body to submit (with the spec's ``array`` range, if it has one, as
-    text: the caller submits it as a job array)."""
+    return the JSON body to submit (with the spec's ``array`` range, if it has one, as the
+    file gives it, for :func:`~danlu.core.job_array.parse_array` to read or refuse: the
+    caller submits it as a job array)."""
     data = load_spec_file(path, JOB_SPEC_FIX)
     if not isinstance(data, dict):
         raise SpecError("", f"a job spec must be a mapping of fields, got {type(data).__name__}")
@@ -75,8 +76,8 @@ def build_spec(
         body = spec_body(data)
     except SpecError as exc:  # a field a flag gave is named by that flag
         raise by_flag(exc, overrides, sets, after, after_from) from None
-    if array is not None:
-        body["array"] = str(array)
+    if array is not None:  # as written: parse_array says what to write for a list, a bool
+        body["array"] = array
     return body
 
 

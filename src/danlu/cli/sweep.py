@@ -12,11 +12,10 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from danlu.cli import jobs as common
-from danlu.cli.admin import show_data, titled_table
+from danlu.cli.admin import TitledTable, show_data, titled_table
 from danlu.cli.markup import as_text, note_lines
 from danlu.cli.options import (
     HomeOpt,
@@ -115,7 +114,7 @@ def sweep_states(given: list[str]) -> list[str] | None:
     return states or None
 
 
-def _sweeps_table(sweeps: list[dict[str, Any]]) -> Table:
+def _sweeps_table(sweeps: list[dict[str, Any]]) -> TitledTable:
     """``danlu sweep ls``'s table (server text as text, :func:`~danlu.cli.markup.as_text`)."""
     columns = ("ID", "NAME", "USER", "STATE", "TRIALS", "METRIC")
     rows = (

@@ -371,6 +371,19 @@ alice``, ``lost with its node (...)``) and is shown after the code. The dashboar
 table (``jobs.js``) keeps the same list."""
 
 
+def told_end_reason(job: dict[str, Any]) -> str | None:
+    """An ended job's ``end_reason`` where it says more than its exit code: any reason of a
+    job without one, not :data:`PLAIN_EXITS` for a job with one (``out of memory (exit code
+    1); out of restarts (0 of 0)``, not ``failed (exit code 1)``); None for a job not ended,
+    or with no reason or nothing more to say. :func:`where_text`, ``danlu wait`` and
+    ``danlu logs -f`` show it after the code."""
+    reason = job.get("end_reason")
+    if job.get("state") not in ENDED or not isinstance(reason, str) or not reason:
+        return None
+    plain = job.get("exit_code") is not None and reason.startswith(PLAIN_EXITS)
+    return None if plain else reason
+
+
 def where_text(job: dict[str, Any]) -> str:
     """A job's "where / why": the GPUs it holds; a pending job's reason; an ended run's
     ``exit N``, followed by its ``end_reason`` where that says more than the code (``exit 1:
@@ -385,8 +398,9 @@ def where_text(job: dict[str, Any]) -> str:
         where = str(job.get("pending_reason") or "")
     elif job.get("exit_code") is not None and not where:
         where = f"exit {job['exit_code']}"
-        if told is not None and job.get("state") in ENDED and not told.startswith(PLAIN_EXITS):
-            where += f": {told}"
+        more = told_end_reason(job)
+        if more is not None:
+            where += f": {more}"
     elif told is not None and needs_end_reason(job):
         where = end_text(job, told)
     return where

@@ -15,6 +15,7 @@ from danlu.cli import jobs as common
 from danlu.cli.interrupt import INTERRUPTED as INTERRUPTED  # re-exported: jobs.py
 from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, error_line, float_option
+from danlu.cli.top import told_end_reason
 from danlu.client import Client, JobDict, WaitTimeout
 from danlu.client.waits import Ended, resolve, wait_all
 from danlu.core.errors import DanluError, SpecError
@@ -137,13 +138,22 @@ def stopped_early(sweep: dict[str, Any]) -> set[str]:
     return {str(t.get("job_id")) for t in trials if isinstance(t, dict) and t.get("stopped_early")}
 
 
-def print_end(job: JobDict, *, stopped_early: bool = False) -> None:
-    """A job's end as ``danlu wait`` prints it: ``job ID (NAME): FAILED (exit 3)``, or
-    ``CANCELLED (stopped early)`` for a trial its sweep's early-stopping rule stopped."""
+def end_status(job: JobDict) -> str:
+    """What follows an ended job's state where the cli prints its end (as Rich markup): a
+    FAILED job's `` (exit 1)``, then its ``end_reason`` where that says more than the code
+    (:func:`~danlu.cli.top.told_end_reason`): ``FAILED (exit 1): out of memory (exit code
+    1); out of restarts (0 of 0)``, ``CANCELLED: cancelled by alice``."""
     code = job.get("exit_code")
     status = f" (exit {as_text(code)})" if job.get("state") == "FAILED" and code is not None else ""
-    if stopped_early:
-        status = " (stopped early)"
+    more = told_end_reason(job)
+    return status if more is None else f"{status}: {as_text(more)}"
+
+
+def print_end(job: JobDict, *, stopped_early: bool = False) -> None:
+    """A job's end as ``danlu wait`` prints it: ``job ID (NAME): FAILED (exit 3)`` and the
+    reason where it says more (:func:`end_status`), or ``CANCELLED (stopped early)`` for a
+    trial its sweep's early-stopping rule stopped."""
+    status = " (stopped early)" if stopped_early else end_status(job)
     # the id, name and state are server text: neither Rich markup nor control characters
     # (a name stored with an ESC sequence or a line break is shown as \x1b, \n)
     ident, name = as_text(job.get("id")), as_text(job.get("name"))

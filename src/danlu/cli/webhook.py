@@ -10,10 +10,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from danlu.cli import jobs as common
-from danlu.cli.admin import show_data, titled_table, when_text
+from danlu.cli.admin import TitledTable, show_data, titled_table, when_text
 from danlu.cli.markup import as_text
 from danlu.cli.options import (
     HomeOpt,
@@ -101,7 +100,7 @@ def webhook_ls(
     show_data(rows, json_out, _webhooks_table, WEBHOOK)
 
 
-def _webhooks_table(hooks: list[dict[str, Any]]) -> Table:
+def _webhooks_table(hooks: list[dict[str, Any]]) -> TitledTable:
     return titled_table(
         "webhooks",
         ("ID", "URL", "STATES", "FOR", "PENDING", "DELIVERED", "FAILED", "LAST ERROR"),
@@ -166,7 +165,7 @@ def webhook_deliveries(
     """A webhook's latest messages and how their delivery went, newest first."""
     rows = common.ask(home, url, token, lambda c: c.webhook_deliveries(webhook, limit))
 
-    def table(deliveries: list[dict[str, Any]]) -> Table:
+    def table(deliveries: list[dict[str, Any]]) -> TitledTable:
         return titled_table(
             f"deliveries of webhook {as_text(webhook)}",
             ("ID", "CREATED", "WHAT", "ATTEMPTS", "OUTCOME"),
