@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -120,22 +119,6 @@ without a word, and ``--host ""`` listened on every interface (``bind`` reads ``
 (:func:`~danlu.cli.options.path_of`)."""
 
 
-def check_listen_address(host: str) -> None:
-    """Refuse a ``--host`` that is not an address of this machine (``nosuch.invalid``,
-    another machine's) before the home is made: a socket bound to it on any free port and
-    closed at once (no file, no port kept). The server binds ``--port`` itself later."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.bind((host, 0))
-    except (OSError, UnicodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(
-            f"--host {host!r} is not an address this machine can listen on: {reason}; give "
-            "127.0.0.1 (the default), 0.0.0.0 for every address, or one of this machine's"
-        ) from None
-
-
 def _settings(**given: Any) -> Any:
     from danlu.config import load_settings
 
@@ -187,7 +170,6 @@ def _start(
             slurm_partition=slurm_partition,
             ray_address=ray_address,
         )
-        check_listen_address(host)
         prepared = prepare(settings, host=host, port=port, fake_gpus=fake_gpus)
     except (DanluError, OSError) as exc:
         raise fail(exc) from None

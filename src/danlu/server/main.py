@@ -129,22 +129,60 @@ LISTEN_BACKLOG = 2048
 """Connections the kernel queues before the server accepts them (uvicorn's default)."""
 
 
+BIND_ERRORS = (OSError, OverflowError, UnicodeError, TypeError, ValueError)
+"""What ``socket.bind`` raises for an address it cannot use: a name that does not resolve
+(``OSError``), a port past 65535 (``OverflowError``), and a name that cannot be encoded as a
+host name (a label over 63 characters, a character no host name has: ``UnicodeError``, or
+``TypeError: encoding of hostname failed``; a NUL: ``ValueError`` or ``TypeError``)."""
+
+
+def _bind_failure(exc: BaseException) -> str:
+    """Why ``socket.bind`` refused an address (one of :data:`BIND_ERRORS`), in words."""
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    if isinstance(exc, OverflowError):
+        return str(exc)
+    return "it is not a valid host name (dot-separated labels of 1 to 63 characters each)"
+
+
+def check_port(port: int) -> None:
+    """Refuse a ``--port`` outside 0..65535 (0: any free port) with a :class:`ConfigError`."""
+    if isinstance(port, bool) or not 0 <= port <= 65535:
+        raise ConfigError(f"--port (DANLU_PORT) must be 0..65535 (0: any free port), got {port}")
+
+
+def check_listen_address(host: str) -> None:
+    """Refuse a ``--host`` that is not an address of this machine (``nosuch.invalid``,
+    another machine's, a name that is no host name) with a :class:`ConfigError` naming the
+    flag and the fix, before anything is made: a socket bound to it on any free port and
+    closed at once (no file, no port kept). :func:`bind` binds the port itself later."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((host, 0))
+    except BIND_ERRORS as exc:
+        raise ConfigError(
+            f"--host {host!r} is not an address this machine can listen on: "
+            f"{_bind_failure(exc)}; give 127.0.0.1 (the default), 0.0.0.0 for every address, "
+            "or one of this machine's"
+        ) from None
+
+
 def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port`` (port 0: a free one), which uvicorn serves.
     It listens at once: with ``SO_REUSEADDR`` (a restart need not wait out the old
     server's connections) a port only bound by another server could be bound again, so
     a second server on a port would pass this check and fail later, in uvicorn."""
-    if not 0 <= port <= 65535:
-        raise ConfigError(f"--port (DANLU_PORT) must be 0..65535 (0: any free port), got {port}")
+    check_port(port)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
         sock.listen(LISTEN_BACKLOG)
-    except (OSError, OverflowError) as exc:
+    except BIND_ERRORS as exc:
         sock.close()
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        reason = _bind_failure(exc)
         raise ConfigError(
             f"cannot listen on --host {host} --port {port}: {reason}; pick an address of this "
             "machine and a free port (--port 0 picks one)"
@@ -411,11 +449,19 @@ def prepare(
     live one; with ``start_loops`` only), bootstrap the admin token (``{home}/admin.token``,
     mode 0600), find the GPUs, bind the port and build the app with its local executor,
     whose reconcile loop holds that lease. The URL handed to the jobs and the CLI names
-    :func:`advertised_host` (this host's name for a wildcard ``host``)."""
+    :func:`advertised_host` (this host's name for a wildcard ``host``). What can be checked
+    without making anything (the settings, ``port``, ``host``, ``fake_gpus``) is checked
+    before the home is made: a refused start-up leaves no home behind."""
     home = Path(settings.home)
     check_run_as(settings)
     check_executor_settings(settings, fake_gpus)  # before anything is made
     build_policy(settings)  # an unknown policy or option too (built again with the app)
+    # the port and the address too (bound once the store is open), and a bad --fake-gpus
+    # (read again by find_inventory; the setting's was checked when the settings were read)
+    check_port(settings.port if port is None else port)
+    check_listen_address(host)
+    if settings.executor == "local" and fake_gpus:
+        fake_inventory(fake_gpus)
     try:
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
         home_lock = lock_home(home)
