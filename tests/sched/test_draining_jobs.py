@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from danlu.core.cluster import GPU_TYPES, MILLI_PER_GPU, Allocation, Cluster, Node
+from danlu.core.cluster import GPU_TYPES, MILLI_PER_GPU, Allocation, Cluster, GpuShare, Node
+from danlu.sched.placement.drain import DrainingFree
+from danlu.sched.placement.gang import FreeMap
 from danlu.sched.registry import make_policy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
 
@@ -182,3 +184,33 @@ def test_priority_does_not_preempt_a_job_again_while_another_drains() -> None:
     assert _violations(view, plan) == []
     assert [(s.job_id, s.allocation.num_gpus) for s in plan.starts] == [("H", 4)]
     assert not plan.preempts and plan.reason("L1")
+
+
+def test_a_gpu_over_committed_now_has_nothing_held_on_it_for_a_waiting_job() -> None:
+    """A 40 GiB GPU whose two jobs hold 30 GiB each (it was reported smaller since they
+    started; the draining one gives its 30 GiB back once it exits): 20 GiB short now. A
+    job placed there to wait for the drain holds nothing of it now; its part free now was
+    computed as -20 GiB, and taking that gave the GPU 20 GiB back on ``now``."""
+    gib = 2**30
+    cluster = Cluster((Node("n0", 1, GPU_TYPES["A100-40GB"]),))
+
+    def holding(job_id: str, milli: int) -> JobStatus:
+        share = Allocation((GpuShare(0, 0, milli, 30 * gib),))
+        return JobStatus(_request(job_id, 1), share, last_start=0.0)
+
+    running = (holding("r0", 500), holding("r1", 200))
+    view = ClusterView(10.0, cluster, running, (), draining=frozenset({"r0"}))
+    now = FreeMap(view)
+    assert (int(now.free_milli[0]), int(now.free_memory[0])) == (300, -20 * gib)
+    drain = DrainingFree(now, view)
+    waiting = _request("w", 1, gpu_milli=100, gpu_memory=5 * gib)
+    placed = drain.place_holding(waiting)
+    assert placed is not None
+    alloc, held = placed
+    assert alloc.shares == (GpuShare(0, 0, 100, 5 * gib),)  # after the drain: 10 GiB free
+    assert held is None  # nothing of the GPU is free now
+    assert (int(now.free_milli[0]), int(now.free_memory[0])) == (300, -20 * gib)
+    drain.unplace(alloc, held)
+    drain.hold(alloc)  # a placement of an earlier copy, taken again
+    assert (int(now.free_milli[0]), int(now.free_memory[0])) == (300, -20 * gib)
+    assert drain.soon is not None and int(drain.soon.free_memory[0]) == 5 * gib

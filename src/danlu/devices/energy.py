@@ -38,9 +38,12 @@ class EnergyMeter(Protocol):
     """Reads the energy each GPU has used since the meter's first reading."""
 
     def read(self, t: float, busy: Mapping[GpuKey, int]) -> dict[GpuKey, float]:
-        """Joules used by each GPU from the first reading up to ``t`` (POSIX seconds, not
-        before the last reading's). ``busy``: the milli-GPU the jobs hold on each GPU now (a
-        synthetic meter's load; a real one ignores it)."""
+        """Joules used by each GPU from the first reading up to ``t``: seconds on the
+        caller's clock, not before the last reading's. A meter that integrates power counts
+        the time between readings on it, so the caller reads on a steady clock that no
+        wall-clock step moves (the control plane's energy loop:
+        :func:`~danlu.server.loops.steady_clock`, not POSIX time). ``busy``: the milli-GPU
+        the jobs hold on each GPU now (a synthetic meter's load; a real one ignores it)."""
         ...
 
     def close(self) -> None:

@@ -80,7 +80,7 @@ from danlu.server.plane_lease import (
 )
 from danlu.server.polling import PollStep
 from danlu.server.purge import Purger
-from danlu.server.services import jobs, locks, nodes
+from danlu.server.services import jobs, locks, nodes, webhooks
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import HOLDING
 from danlu.server.services.record import apply_plan
@@ -345,9 +345,11 @@ class Reconciler(PollStep):
     def _shift_clocks(self, now: float | None, t: float) -> None:
         """When the wall clock stepped since the last pass (an NTP step, ``date -s``), move
         the holding jobs' run starts and the queued jobs' backoff with it
-        (:func:`~danlu.server.services.job_reasons.shift_clocks`): a jump forward ended no
-        run past its ``time_limit`` early, nor charged GPU-hours for time nothing ran; one
-        back does not give a run the jump's length of time more. Read with a steady
+        (:func:`~danlu.server.services.job_reasons.shift_clocks`), and the webhook
+        deliveries' next attempts (:func:`~danlu.server.services.webhooks.shift_retries`):
+        a jump forward ended no run past its ``time_limit`` early, nor charged GPU-hours for
+        time nothing ran; one back does not give a run the jump's length of time more, nor
+        hold a backoff or a retry back that long. Read with a steady
         clock (:attr:`monotonic`), so a step while no pass ran (the plane down) is not seen."""
         clock = self.monotonic or (steady_clock if now is None else None)
         if clock is None:
@@ -358,12 +360,15 @@ class Reconciler(PollStep):
         if step and last_wall is not None:
             with self.db.session() as session:
                 moved = jobs.shift_clocks(session, step, last_wall)
+                retries = webhooks.shift_retries(session, step, last_wall)
             self.statuses = StatusCache()  # the policy's view of the runs' starts
             log.warning(
                 "reconcile: the wall clock jumped %+.1f s since the last pass; %d job "
-                "run starts and backoffs moved with it (a jump counts as no run time)",
+                "run starts and backoffs and %d webhook retries moved with it (a jump "
+                "counts as no run time)",
                 step,
                 moved,
+                retries,
             )
         self.clock_steps.mark(t, mono)
 

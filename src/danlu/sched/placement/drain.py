@@ -61,14 +61,20 @@ class DrainingFree:
         return alloc, held
 
     def _free_now(self, alloc: Allocation) -> Allocation | None:
-        """The part of ``alloc`` free on ``now`` (None when none is)."""
+        """The part of ``alloc`` free on ``now`` (None when none is). A GPU over-committed
+        now (its jobs hold more memory than it has: it was reported smaller since) has
+        nothing free: its free memory is negative, and a share of that, taken, gave ``now``
+        memory back."""
         now = self.now
         cluster = now.cluster
         shares: list[GpuShare] = []
         for share in alloc.shares:
             index = cluster.gpu_offset(share.node) + share.gpu
-            milli = min(share.milli, int(now.free_milli[index]))
-            memory = min(share.memory, int(now.free_memory[index]))
+            free_milli, free_memory = int(now.free_milli[index]), int(now.free_memory[index])
+            if free_milli < 0 or free_memory < 0:
+                continue  # over-committed: nothing can go there now, nothing to hold
+            milli = min(share.milli, free_milli)
+            memory = min(share.memory, free_memory)
             if milli > 0 or memory > 0:
                 shares.append(GpuShare(share.node, share.gpu, milli, memory))
         return Allocation(tuple(shares)) if shares else None

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.errors import SpecError
 from danlu.core.state import JobState
-from danlu.sched.project_usage import MAX_WEIGHT
+from danlu.sched.project_usage import MAX_WEIGHT, MIN_WEIGHT
 from danlu.sched.quota import Quota, Usage, excess
 from danlu.server.db.models import Project
 from danlu.server.errors import ConflictError, NotFoundError
@@ -29,10 +29,10 @@ HOLDING = (JobState.RUNNING.value, JobState.PREEMPTING.value)
 
 MAX_SHARE = MAX_WEIGHT
 """The largest fair-share weight a project may be given."""
-MIN_SHARE = 1e-6
+MIN_SHARE = MIN_WEIGHT
 """The smallest fair-share weight a project may be given: a fair-share round divides by the
 weights, and a tiny one (``1e-320``) made a quotient overflow to infinity. A project stored
-with a smaller one before this bound keeps it."""
+with a smaller one before this bound keeps it (the scheduler weighs it as this)."""
 
 
 def _check_quotas(quota_gpus: float | None, quota_gpu_memory: int | None) -> None:

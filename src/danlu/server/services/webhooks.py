@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from sqlalchemy import ColumnElement, delete, exists, func, insert, or_, select
+from sqlalchemy import ColumnElement, delete, exists, func, insert, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
 from danlu.core.errors import SpecError
@@ -589,3 +589,24 @@ def purge(session: Session, now: float) -> int:
         delete(WebhookDelivery).where(WebhookDelivery.done_at < now - KEEP_DONE_SECONDS)
     )
     return int(getattr(result, "rowcount", 0) or 0)
+
+
+def shift_retries(session: Session, step: float, before: float) -> int:
+    """Move the next attempt of the deliveries waiting for one at ``before`` (the last
+    reading of the wall clock before it jumped by ``step`` seconds:
+    :class:`~danlu.server.loops.ClockSteps`) with the jump, as the jobs' backoffs are
+    (:func:`~danlu.server.services.job_reasons.shift_clocks`): a clock set back an hour held
+    every pending retry back an hour more, one stepped ahead sent them at once. A delivery
+    made after ``before`` (its ``created_at`` on the clock as it is now) is due when it was
+    made and is left alone. Returns the deliveries moved."""
+    moved = session.execute(
+        update(WebhookDelivery)
+        .where(
+            WebhookDelivery.done_at.is_(None),
+            WebhookDelivery.created_at <= before,
+            WebhookDelivery.next_attempt_at > before,
+        )
+        .values(next_attempt_at=WebhookDelivery.next_attempt_at + step)
+        .execution_options(synchronize_session=False)
+    )
+    return int(getattr(moved, "rowcount", 0) or 0)
