@@ -12,13 +12,12 @@ descheduled on a busy machine). Prints ``left main`` to stderr once ``main`` ret
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
 import torch
 import torch.distributed as dist
-from train_helpers import exit_now, mse_loss, tiny_model, tiny_regression
+from train_helpers import exit_now, join_as_rank, mse_loss, tiny_model, tiny_regression
 
 import danlu.train as dt
 
@@ -27,14 +26,7 @@ KEPT: list[torch.Tensor] = []
 
 
 def main(rank: int, world: int, port: int) -> None:
-    environ = {
-        "RANK": str(rank),
-        "WORLD_SIZE": str(world),
-        "LOCAL_RANK": "0",
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(port),
-    }
-    os.environ.update(environ)  # torch.distributed's env:// rendezvous reads them
+    environ = join_as_rank(rank, world, port)
     model = tiny_model()
     with dt.init(
         model,

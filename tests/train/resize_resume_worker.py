@@ -25,7 +25,7 @@ import sys
 from typing import Any
 
 import torch
-from train_helpers import exit_now
+from train_helpers import exit_now, join_as_rank
 
 import danlu.train as dt
 
@@ -44,14 +44,7 @@ def _tensors(value: Any) -> Any:
 
 
 def main(rank: int, world: int, port: int, mode: str, directory: str, out: str) -> int:
-    environ = {
-        "RANK": str(rank),
-        "WORLD_SIZE": str(world),
-        "LOCAL_RANK": "0",
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(port),
-    }
-    os.environ.update(environ)  # torch.distributed's env:// rendezvous reads them
+    environ = join_as_rank(rank, world, port)
     kind, *numbers = mode.split(":")
     at = int(numbers[0]) if numbers else 0
     victim = int(numbers[1]) if len(numbers) > 1 else world - 1

@@ -52,6 +52,21 @@ def tiny_model(d: int = 8, seed: int = 0) -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(d, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
 
 
+def join_as_rank(rank: int, world: int, port: int) -> dict[str, str]:
+    """Set the variables of torch.distributed's ``env://`` rendezvous for rank ``rank`` of
+    ``world`` on this machine, its store on ``port`` (as torchrun gives a worker); returns
+    them (for ``dt.init``'s ``environ``)."""
+    environ = {
+        "RANK": str(rank),
+        "WORLD_SIZE": str(world),
+        "LOCAL_RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+    }
+    os.environ.update(environ)
+    return environ
+
+
 def exit_now(code: int) -> NoReturn:
     """Exit a worker process with ``code`` now, skipping the interpreter's finalization.
 
