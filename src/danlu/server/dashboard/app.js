@@ -143,7 +143,8 @@ async function refresh() {
     const updated = "updated " + new Date().toLocaleTimeString();
     const failed = session.actionError;
     setStatus(failed ? updated + "; " + failed : updated, failed !== "");
-    await followShownJob(mine);  // the open panel follows its job
+    // the open panels follow their job and sweep
+    await Promise.all([followShownJob(mine), followShownSweep(mine)]);
   } catch (error) {
     if (usageDue) refreshes = 0;  // the next one asks for the usage this one did not get
     if (mine !== session.generation) return;  // a newer refresh tells how things stand
@@ -206,6 +207,7 @@ function signOut(message) {
   refreshing = 0;
   showSignedIn(false);
   closeDetail();
+  closeSweep();
   clearView();
   setStatus(message || "signed out", Boolean(message));
 }
@@ -255,6 +257,7 @@ document.getElementById("metric-key").addEventListener("change", (event) => {
   drawMetric(event.target.value);
 });
 document.getElementById("detail-close").addEventListener("click", closeDetail);
+document.getElementById("sweep-close").addEventListener("click", closeSweep);
 document.getElementById("filter").addEventListener("change", filterJobs);
 document.getElementById("jobs-older").addEventListener("click", () => turnJobPage(true));
 document.getElementById("jobs-newer").addEventListener("click", () => turnJobPage(false));

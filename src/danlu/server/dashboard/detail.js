@@ -9,6 +9,7 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 let metricRecords = [];
 let shownJob = null;  // the id of the job whose detail panel is open
 let shownEnded = false;  // that job had ended when the panel last showed it
+let renderedJob = null;  // the id of the job whose values the panel holds now
 
 function energyText(joules) {
   if (joules === null || joules === undefined) return "energy: not metered";
@@ -83,6 +84,44 @@ function renderMetrics(records) {
   }
 }
 
+function priorityButton(job) {
+  // the owner's (or an admin's) new priority for an unfinished job, asked for in a prompt
+  const button = el("button", "Priority");
+  button.type = "button";
+  button.dataset.action = "priority";
+  button.addEventListener("click", () => {
+    const given = window.prompt("New priority of job " + job.id + " (" + job.name + ", now " +
+      job.priority + "): a whole number from -1000000 to 1000000", String(job.priority));
+    if (given === null) return;
+    const label = "priority " + job.id;
+    if (!/^\s*-?\d+\s*$/.test(given)) {  // else the API is sent no number and nothing changes
+      actionFailed(label + ": a whole number is needed, not '" + given + "'");
+      return;
+    }
+    perform(label, () => api("/jobs/" + encodeURIComponent(job.id), {
+      method: "PATCH", body: JSON.stringify({ priority: Number(given) }),
+    }));
+  });
+  return button;
+}
+
+function showActions(job) {
+  // the job's actions, as its row of the Jobs table has them (a row that may be on no page
+  // shown: an older job's, a trial's), and its priority. Rebuilt only when they or the job's
+  // state changed: a button replaced between a press and its release takes no click
+  const box = document.getElementById("detail-actions");
+  const cell = actions(job);
+  if (mayAct(job.user) && UNFINISHED.includes(job.state)) cell.appendChild(priorityButton(job));
+  const what = (node) => Array.from(node.querySelectorAll("button"), (b) => b.dataset.action).join(" ");
+  const shape = job.id + " " + job.state + " " + job.priority + " " + what(cell);
+  if (box.dataset.shape === shape) return;
+  box.dataset.shape = shape;
+  const focused = box.contains(document.activeElement) ? document.activeElement.dataset.action : null;
+  box.replaceChildren(...cell.childNodes);
+  const like = Array.from(box.querySelectorAll("button")).find((b) => b.dataset.action === focused);
+  if (like !== undefined) like.focus({ preventScroll: true });
+}
+
 function setLog(text) {
   // new output keeps the reader's place: a reader at the end follows it, one above stays
   const pre = document.getElementById("log");
@@ -102,6 +141,8 @@ async function showJob(id, round) {
     shownJob = id;
     shownEnded = false;
     session.actionError = "";
+    // another job's values never stand for the one clicked: hidden until its own are read
+    if (renderedJob !== id) clearDetail();
   }
   try {
     const [job, events, why, records] = await Promise.all([
@@ -124,6 +165,7 @@ async function showJob(id, round) {
       : "";
     document.getElementById("detail-why").textContent = job.state + ": " + why.reason + ended;
     document.getElementById("detail-energy").textContent = energyText(job.energy_joules);
+    showActions(job);
     renderMetrics(records);
     const rows = events.map((e) => {
       const row = el("tr");
@@ -135,6 +177,7 @@ async function showJob(id, round) {
     document.querySelector("#events tbody").replaceChildren(...rows);
     setLog(log || "(empty)");
     detail.hidden = false;
+    renderedJob = id;
     const pre = document.getElementById("log");
     if (!again) {
       pre.scrollTop = pre.scrollHeight;  // a new panel opens at the log's end
@@ -159,7 +202,14 @@ async function followShownJob(round) {
 }
 
 function clearDetail() {
-  // forget the panel's job: what the next user to sign in on this tab never sees
+  // forget the panel's job, and hide it: what the next user to sign in on this tab, or the
+  // reader of another job's panel, never sees
+  renderedJob = null;
+  document.getElementById("detail").hidden = true;
+  document.querySelector("#events tbody").replaceChildren();
+  const actionsBox = document.getElementById("detail-actions");
+  actionsBox.replaceChildren();
+  delete actionsBox.dataset.shape;
   for (const id of ["detail-title", "detail-why", "detail-energy", "metric-range", "log"]) {
     document.getElementById(id).textContent = "";
   }

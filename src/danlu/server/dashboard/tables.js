@@ -17,7 +17,13 @@ function renderSweeps(newest, running) {
   replaceRows(body, sweeps.map((sweep) => {
     const row = el("tr");
     row.dataset.sweep = sweep.id;
-    row.appendChild(el("td", sweep.id));
+    const idCell = el("td");
+    const open = el("button", sweep.id, "link");
+    open.type = "button";
+    open.dataset.action = "show-sweep";
+    open.addEventListener("click", () => showSweep(sweep.id));
+    idCell.appendChild(open);
+    row.appendChild(idCell);
     row.appendChild(el("td", sweep.name, "name"));
     row.appendChild(el("td", sweep.user));
     row.appendChild(el("td", sweep.reason ? sweep.state + ": " + sweep.reason : sweep.state, "state"));
@@ -45,6 +51,88 @@ function renderSweeps(newest, running) {
 function cancelSweep(id) {
   return perform("cancel sweep " + id, () =>
     api("/sweeps/" + encodeURIComponent(id) + "/cancel", { method: "POST" }));
+}
+
+// the sweep (or job array) clicked: its trials, the best one, followed until it has ended
+let shownSweep = null;
+let shownSweepEnded = false;
+
+function metricText(value) {
+  // a trial's best value as danlu sweep show says it (6 significant digits)
+  return typeof value === "number" ? String(Number(value.toPrecision(6))) : "-";
+}
+
+function parametersText(parameters) {
+  // as danlu sweep show says them: a fraction to 4 significant digits, a string as it is
+  const text = (value) => typeof value === "string" ? value
+    : typeof value === "number" && !Number.isInteger(value) ? String(Number(value.toPrecision(4)))
+      : JSON.stringify(value);
+  return Object.entries(parameters || {}).map(([key, value]) => key + "=" + text(value)).join(", ");
+}
+
+async function showSweep(id, round) {
+  // open the sweep's panel (round: as showJob's, the refresh that follows the open one)
+  const again = round !== undefined;
+  if (!again) {
+    shownSweep = id;
+    shownSweepEnded = false;
+    session.actionError = "";
+  }
+  try {
+    const sweep = await api("/sweeps/" + encodeURIComponent(id));
+    if (shownSweep !== id || (again && round !== session.generation)) return;
+    // its last refresh: the sweep ended and so did its trials (a cancel's end theirs later)
+    shownSweepEnded = sweep.state !== "RUNNING" &&
+      (sweep.trials || []).every((trial) => !UNFINISHED.includes(trial.state));
+    const unit = sweep.array ? "tasks" : "trials";
+    document.getElementById("sweep-title").textContent = (sweep.array ? "array " : "sweep ") +
+      sweep.name + " (" + sweep.id + "): " + sweep.state + (sweep.reason ? ": " + sweep.reason : "") +
+      "; " + sweep.submitted + " of " + sweep.total + " " + unit + " submitted";
+    const best = sweep.best;
+    document.getElementById("sweep-best").textContent = sweep.metric === null ? ""
+      : best ? "best: trial " + best.trial + " (job " + best.job_id + "), " + sweep.metric + " " +
+        metricText(best.best)
+      : "best: none yet (no trial has reported " + sweep.metric + ")";
+    document.getElementById("trials-metric").textContent = sweep.metric === null ? "best" : sweep.metric;
+    replaceRows(document.querySelector("#trials tbody"), (sweep.trials || []).map((trial) => {
+      const row = el("tr");
+      row.dataset.trial = trial.trial;
+      row.appendChild(el("td", trial.trial, "number"));
+      const cell = el("td");
+      const open = el("button", trial.job_id, "link");
+      open.type = "button";
+      open.dataset.action = "show";
+      open.addEventListener("click", () => showJob(trial.job_id));
+      cell.appendChild(open);
+      row.appendChild(cell);
+      const stopped = trial.stopped_early ? " (stopped early)" : "";
+      row.appendChild(el("td", trial.state + stopped, "state state-" + trial.state));
+      row.appendChild(el("td", parametersText(trial.parameters)));
+      row.appendChild(el("td", metricText(trial.best), "number"));
+      row.appendChild(el("td", trial.step === null || trial.step === undefined ? "-" : trial.step, "number"));
+      if (best && best.trial === trial.trial) row.className = "best";
+      return row;
+    }));
+    document.getElementById("sweep-detail").hidden = false;
+  } catch (error) {
+    if (shownSweep !== id) return;
+    const text = "show sweep " + id + ": " + error.message;
+    if (again) setStatus(text, true);
+    else actionFailed(text);
+  }
+}
+
+function closeSweep() {
+  // close the sweep's panel and forget what it showed
+  shownSweep = null;
+  document.getElementById("sweep-detail").hidden = true;
+  for (const id of ["sweep-title", "sweep-best"]) document.getElementById(id).textContent = "";
+  document.querySelector("#trials tbody").replaceChildren();
+}
+
+async function followShownSweep(round) {
+  // a refresh's update of the open sweep's panel, until the sweep has ended
+  if (shownSweep !== null && !shownSweepEnded) await showSweep(shownSweep, round);
 }
 
 function timeOf(seconds) {
