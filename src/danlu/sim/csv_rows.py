@@ -8,6 +8,12 @@ from typing import TextIO
 
 from danlu.core.errors import DataError
 
+NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+"""The columns an openb node list (``danlu sim pack --nodes``) must have."""
+
+POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+"""The columns an openb pod list (``danlu sim pack --pods``) must have."""
+
 
 def check_no_extra_values(
     path: Path, line: int, width: int, extra: Sequence[object], fix: str

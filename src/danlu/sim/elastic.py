@@ -663,8 +663,12 @@ def load_profiles(traces_dir: Path) -> dict[str, ApplicationProfile]:
         DataError: ``traces_dir`` is missing or holds no application, or one is malformed.
     """
     traces_dir = Path(traces_dir)
-    if not traces_dir.is_dir():
-        raise DataError(f"traces folder {traces_dir} does not exist")
+    if not traces_dir.is_dir():  # a file was said not to exist
+        what = "is not a folder" if traces_dir.exists() else "does not exist"
+        raise DataError(
+            f"traces folder {traces_dir} {what}; give the folder of per-application "
+            "measurements (--traces), in the Pollux format"
+        )
     apps = [
         sub for sub in sorted(traces_dir.iterdir()) if sub.is_dir() and not sub.name.startswith(".")
     ]

@@ -34,7 +34,12 @@ from danlu.sched.placement.share import (
     ShareScorer,
     make_scorer,
 )
-from danlu.sim.csv_rows import bounded_lines, check_no_extra_values
+from danlu.sim.csv_rows import (
+    NODE_COLUMNS,
+    POD_COLUMNS,
+    bounded_lines,
+    check_no_extra_values,
+)
 from danlu.sim.setting_types import check_instance, check_real, check_whole, option_refusal
 from danlu.sim.workload import (
     MAX_CPU_MILLI,
@@ -68,16 +73,42 @@ class OpenbPod:
     source: str = field(default="", compare=False)
 
 
-def _read_rows(
-    path: Path, required: Sequence[str], what: str
-) -> tuple[list[str], list[tuple[int, list[str]]]]:
-    """The header (names stripped) and the rows of the pod or node list ``path``, each
-    with the line it starts on (a quoted field may span lines: the rows after it were
-    reported a line early for each such break), whose role and flag ``what`` names (``a pod
-    list (--pods)``) in the error for a line longer than
-    :data:`~danlu.sim.csv_rows.MAX_LINE_CHARS` (a file without line breaks, such as
+_LISTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "--nodes": ("a node list", NODE_COLUMNS),
+    "--pods": ("a pod list", POD_COLUMNS),
+}
+"""Each list's flag, what it is called and the columns it must have."""
+
+
+def _missing_columns_message(path: Path, flag: str, header: Sequence[str]) -> str | None:
+    """The error for the list given to ``flag`` (a key of :data:`_LISTS`) whose ``header``
+    lacks one of its columns, or None if it has them all. A header with all of the other
+    list's columns is that list given to the wrong flag (``--pods`` and ``--nodes``
+    swapped), which the error says, naming the flag that takes it."""
+    missing = [c for c in _LISTS[flag][1] if c not in header]
+    if not missing:
+        return None
+    message = f"{path}, line 1: missing column(s) {', '.join(missing)}"
+    for other, (called, columns) in _LISTS.items():
+        if other != flag and all(c in header for c in columns):
+            wanted = _LISTS[flag][0]
+            message += (
+                f"; this looks like {called}: give it to {other}, and {wanted} "
+                f"({','.join(_LISTS[flag][1])}) to {flag}"
+            )
+    return message
+
+
+def _read_rows(path: Path, flag: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """The header (names stripped) and the rows of the pod or node list ``path`` given to
+    ``flag`` (a key of :data:`_LISTS`), each with the line it starts on (a quoted field may
+    span lines: the rows after it were reported a line early for each such break). The
+    list's role and flag (``a pod list (--pods)``) are named in the error for a line longer
+    than :data:`~danlu.sim.csv_rows.MAX_LINE_CHARS` (a file without line breaks, such as
     ``/dev/zero``, was read for ever) or a file of more than
-    :data:`~danlu.sim.csv_rows.MAX_LINES` lines."""
+    :data:`~danlu.sim.csv_rows.MAX_LINES` lines, and for a header lacking the list's
+    columns (:func:`_missing_columns_message`)."""
+    what = f"{_LISTS[flag][0]} ({flag})"
     rows: list[tuple[int, list[str]]] = []
     reader: Any = None
     try:
@@ -88,7 +119,8 @@ def _read_rows(
                 rows.append((start, row))
                 start = reader.line_num + 1
     except OSError as exc:
-        raise DataError(f"{path}: cannot read: {exc}") from exc
+        reason = exc.strerror or exc  # "No such file or directory", not its errno and path
+        raise DataError(f"{path}: cannot read {what}: {reason}") from exc
     except UnicodeDecodeError as exc:
         line = undecodable_line(path)
         where = f"{path}:{line}" if line is not None else str(path)
@@ -104,9 +136,9 @@ def _read_rows(
     repeated = repeated_columns(header)
     if repeated:
         raise DataError(repeated_message(path, repeated))
-    missing = [c for c in required if c not in header]
-    if missing:
-        raise DataError(f"{path}, line 1: missing column(s) {', '.join(missing)}")
+    missing = _missing_columns_message(path, flag, header)
+    if missing is not None:
+        raise DataError(missing)
     return header, rows[1:]
 
 
@@ -200,8 +232,8 @@ def _unique_name(
 def load_nodes(path: str | Path) -> list[ShareNode]:
     """Read an openb node list (``sn,cpu_milli,memory_mib,gpu,model``)."""
     path = Path(path)
-    required = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
-    header, rows = _read_rows(path, required, "a node list (--nodes)")
+    required = NODE_COLUMNS
+    header, rows = _read_rows(path, "--nodes")
     col = {name: i for i, name in enumerate(header)}
     nodes: list[ShareNode] = []
     lines: dict[str, int] = {}  # each node's name, and the line it is on
@@ -237,8 +269,8 @@ def load_pods(path: str | Path) -> list[OpenbPod]:
     as :func:`_fit_row` reads it; the node list's rows too.
     """
     path = Path(path)
-    required = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
-    header, rows = _read_rows(path, required, "a pod list (--pods)")
+    required = POD_COLUMNS
+    header, rows = _read_rows(path, "--pods")
     col = {name: i for i, name in enumerate(header)}
     spec_col = col.get("gpu_spec")
     pods: list[OpenbPod] = []

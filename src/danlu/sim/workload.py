@@ -75,7 +75,7 @@ from danlu.core.spec import MAX_BATCH, MAX_GPUS, MAX_PRIORITY, MODEL_FAMILIES, p
 from danlu.core.units import MiB
 from danlu.core.values import plain_float
 from danlu.sched.view import JobRequest
-from danlu.sim.csv_rows import bounded_lines, check_no_extra_values
+from danlu.sim.csv_rows import NODE_COLUMNS, bounded_lines, check_no_extra_values
 from danlu.sim.setting_types import check_real, check_whole
 
 
@@ -152,8 +152,15 @@ def detect_format(header: list[str], path: Path | None = None) -> str:
     if matched:
         return matched[0]
     described = "; ".join(f"{n}: {','.join(sorted(c))}" for n, c in FORMATS.items())
+    node_list = ""  # a node list holds no jobs: say so, and which command reads it
+    if columns.issuperset(NODE_COLUMNS):
+        node_list = (
+            "; this looks like an openb node list (a cluster's nodes, no jobs): "
+            "`danlu sim pack --nodes` reads it"
+        )
     raise DataError(
-        f"{where}unrecognised workload columns {sorted(columns)}; expected one of {described}"
+        f"{where}unrecognised workload columns {sorted(columns)}; expected one of "
+        f"{described}{node_list}"
     )
 
 
@@ -170,6 +177,11 @@ def repeated_message(path: Path, repeated: Sequence[str]) -> str:
         f"{path}, line 1: column(s) {names} appear more than once in the header; "
         "keep one of each (a row would silently keep only one of the values)"
     )
+
+
+WORKLOAD_FLAG = "--workload"
+"""The ``danlu sim`` option that gives a workload file, named in the errors of
+:func:`load_workload` (its only caller in the CLI)."""
 
 
 @contextlib.contextmanager
@@ -195,9 +207,11 @@ def _rows(path: Path) -> Iterator[tuple[list[str], Iterator[tuple[int, dict[str,
     try:
         handle = path.open(newline="", encoding="utf-8-sig")
     except OSError as exc:
-        raise DataError(f"cannot read workload {path}: {exc.strerror}") from None
+        # the flag too, as the line-length errors name it: the path alone named no option
+        reason = exc.strerror or exc
+        raise DataError(f"cannot read workload {path} ({WORKLOAD_FLAG}): {reason}") from None
     with handle:
-        reader = csv.reader(bounded_lines(handle, path, "a workload (--workload)"))
+        reader = csv.reader(bounded_lines(handle, path, f"a workload ({WORKLOAD_FLAG})"))
         try:
             first = next(reader, None)
         except (UnicodeDecodeError, csv.Error) as exc:
