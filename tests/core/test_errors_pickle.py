@@ -36,7 +36,7 @@ def _samples() -> dict[str, DanluError]:
     from danlu.estimate.memory.trace_result import LoneSampleError
     from danlu.estimate.memory.trace_worker import SparseTensorMade
     from danlu.server import errors as server_errors
-    from danlu.train.checkpoint import manager
+    from danlu.train.checkpoint import loading
 
     return {
         "core/errors.py:SpecError": SpecError("resources.gpus", "must be 1 or more"),
@@ -49,7 +49,7 @@ def _samples() -> dict[str, DanluError]:
         "executors/errors.py:NodeLaunchError": NodeLaunchError("no GPU", nodes=("n1",)),
         "server/errors.py:NotFoundError": server_errors.NotFoundError("job", "abc", "id", "?"),
         "server/errors.py:AdmissionError": server_errors.AdmissionError("gpus", "too many"),
-        "train/checkpoint/manager.py:_OtherFormatError": manager._OtherFormatError("v9", "new"),
+        "train/checkpoint/loading.py:_OtherFormatError": loading._OtherFormatError("v9", "new"),
         "cli/run.py:OutputFailed": OutputFailed(OSError(28, "No space left on device")),
         "estimate/memory/trace_result.py:LoneSampleError": LoneSampleError("batch norm"),
         "estimate/memory/trace_worker.py:SparseTensorMade": SparseTensorMade("aten.embedding"),
