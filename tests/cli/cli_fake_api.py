@@ -55,6 +55,9 @@ class FakeApi:
         """Webhooks by id, as ``GET /webhooks`` lists them."""
         self.deliveries: dict[str, list[dict[str, Any]]] = {}
         """Per webhook id, its deliveries as ``GET /webhooks/{id}/deliveries`` answers."""
+        self.whys: dict[str, str] = {}
+        """Per job id, the ``reason`` its ``GET /jobs/{id}/why`` answers where set (the
+        server's words for a job not pending: ``failed: out of memory ...``)."""
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handler)
@@ -78,6 +81,7 @@ class FakeApi:
             "finished_at": None,
             "exit_code": None,
             "pending_reason": "waiting for 1 GPU(s)" if state == "PENDING" else None,
+            "held_at": None,
             "allocation": [],
             "gpus": 1,
             "gpu_memory": 20 * GiB,
@@ -163,6 +167,18 @@ class FakeApi:
         self.progress[job["id"]], self.submitted_progress = self.submitted_progress, []
         return httpx.Response(201, json=job)
 
+    def _patch(self, job: dict[str, Any], body: dict[str, Any]) -> httpx.Response:
+        """``PATCH /jobs/{id}`` as docs/api.md has it: ``priority`` set, ``held`` true holds
+        an unfinished job (``held_at`` set; a finished one is 409), false releases it (a job
+        not held is answered as it is)."""
+        if body.get("held") is True and job["state"] in TERMINAL:
+            return error(409, "ConflictError", "held", f"job {job['id']} is {job['state']}")
+        if "held" in body:
+            job["held_at"] = (job.get("held_at") or 1900.0) if body["held"] else None
+        if "priority" in body:
+            job["priority"] = body["priority"]
+        return httpx.Response(200, json=job)
+
     def end_job(self, job_id: str, state: str, reason: str, time: float = 2000.0) -> None:
         """End the job in ``state`` with the event that says ``reason``, which becomes its
         ``end_reason`` as the server gives it."""
@@ -183,6 +199,8 @@ class FakeApi:
 
     def _job_route(self, job: dict[str, Any], tail: str, request: httpx.Request) -> httpx.Response:
         job_id = job["id"]
+        if tail == "" and request.method == "PATCH":
+            return self._patch(job, json.loads(request.content))
         if tail == "":
             if self.progress.get(job_id):
                 job["state"] = self.progress[job_id].pop(0)
@@ -200,7 +218,7 @@ class FakeApi:
             found = [e for e in self.events[job_id] if e["id"] > after][:limit]
             return httpx.Response(200, json=found)
         if tail == "/why":
-            reason = job["pending_reason"] or f"the job is {job['state']}"
+            reason = self.whys.get(job_id) or job["pending_reason"] or f"the job is {job['state']}"
             return httpx.Response(200, json={"id": job_id, "state": job["state"], "reason": reason})
         if tail == "/metrics":
             return self._metrics(job_id, request)

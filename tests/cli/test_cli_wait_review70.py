@@ -144,7 +144,7 @@ def test_wait_on_a_cancelled_array_polls_the_array_while_its_tasks_stop(fake: Fa
     looks = settle_at_third_look(fake, jobs, "CANCELLED", "CANCELLED")
     # --timeout: a wait that never ends fails (124) instead of hanging the tests
     code, out, err = run("wait", ARRAY, "--timeout", "60", "--poll", "0.1")
-    assert code == 1 and f"array {ARRAY} CANCELLED: cancelled by admin" in err
+    assert code == 1 and f"array {ARRAY} CANCELLED by admin" in err
     assert out.count(": CANCELLED") == 3
     assert task_gets(fake, jobs) == [] and looks == [3]
 

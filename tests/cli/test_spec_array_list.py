@@ -36,7 +36,7 @@ def _spec(tmp_path: Path, array: str) -> str:
 
 
 @pytest.mark.parametrize(
-    ("array", "got"), [("[1, 3, 8]", "list"), ("true", "a boolean"), ("{a: 1}", "dict")]
+    ("array", "got"), [("[1, 3, 8]", "a list"), ("true", "a boolean"), ("{a: 1}", "a mapping")]
 )
 def test_a_spec_array_not_text_says_to_write_it_as_text(
     api: FakeApi, tmp_path: Path, array: str, got: str

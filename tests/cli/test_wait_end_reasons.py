@@ -34,7 +34,7 @@ def _ended(fake: FakeApi, name: str, state: str, code: int | None, reason: str) 
         ("FAILED", 1, OOM, f"FAILED (exit 1): {OOM}"),
         ("FAILED", 3, "failed (exit code 3); out of restarts (0 of 0)", "FAILED (exit 3)"),
         ("SUCCEEDED", 0, "exited 0", "SUCCEEDED"),
-        ("CANCELLED", None, "cancelled by alice", "CANCELLED: cancelled by alice"),
+        ("CANCELLED", None, "cancelled by alice", "CANCELLED by alice"),
     ],
 )
 def test_wait_says_the_reason_where_it_says_more_than_the_code(

@@ -12,6 +12,7 @@ import pytest
 
 from danlu.cli.jobs import build_spec
 from danlu.core.errors import SpecError
+from danlu.core.job_array import parse_array
 from danlu.core.spec import load_spec_data, loads_spec, parse_spec
 from danlu.core.spec_text import load_yaml
 
@@ -120,7 +121,8 @@ def _spec_file(tmp_path: Path, text: str) -> Path:
 
 def test_the_array_and_priority_of_a_file_read_010_as_ten(tmp_path: Path) -> None:
     body = build_spec(_spec_file(tmp_path, "array: 010\npriority: 010\n"), {}, [])
-    assert (body["array"], body["priority"]) == ("10", 10)
+    # the array as the file gives it, read by parse_array as danlu submit reads it
+    assert (parse_array(body["array"]).indices, body["priority"]) == ((10,), 10)
 
 
 @pytest.mark.parametrize(

@@ -63,7 +63,7 @@ def test_a_number_kept_as_written_is_named_by_its_plain_type() -> None:
         loads_spec("010")
     with pytest.raises(SpecError, match=r"a sweep spec must be a mapping of fields, got float$"):
         parse_sweep(load_yaml("1e3"))
-    with pytest.raises(SpecError, match="got float: write it as text"):
+    with pytest.raises(SpecError, match=r"got a number \(1e3\): write it as text"):
         parse_array(load_yaml("1e3"))
     with pytest.raises(SpecError, match=r"a key YAML read as a number \(0x1\)") as caught:
         loads_spec("name: a\ncommand: [x]\n0x1: 2\n")

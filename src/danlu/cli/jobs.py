@@ -26,7 +26,7 @@ from rich.live import Live
 from danlu.cli import job_views, waiting
 from danlu.cli import top as top_view
 from danlu.cli import usage as usage_cli
-from danlu.cli.markup import OutputUnwritable, as_text, note_lines
+from danlu.cli.markup import OutputUnwritable, after_state, as_text, note_lines
 from danlu.cli.markup import console as cli_console
 from danlu.cli.options import (
     HomeOpt,
@@ -457,9 +457,26 @@ def release(
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Release a held job: it is queued again."""
-    data = ask(home, url, token, lambda c: c.update_job(job, held=False))
-    _job_line(data, json_out, "released")
+    """Release a held job: it is queued again (a job that was not held is left as it is,
+    and said to be)."""
+
+    def release_job(client: Client) -> tuple[bool, dict[str, Any]]:
+        # the API answers 200 for a job that was not held, changing nothing: whether it
+        # was is read before, so that such a job is not said to be released
+        found = client.get_job(job)
+        key = found.get("id")
+        return found.get("held_at") is not None, client.update_job(
+            key if isinstance(key, str) and key else job, held=False
+        )
+
+    was_held, data = ask(home, url, token, release_job)
+    if was_held or json_out:
+        _job_line(data, json_out, "released")
+        return
+    console.print(
+        f"job [bold]{as_text(data.get('id'))}[/bold] ({as_text(data.get('state'))}) was not "
+        "held; nothing to release"
+    )
 
 
 def _job_line(data: dict[str, Any], json_out: bool, what: str) -> None:
@@ -483,9 +500,9 @@ def why(
     if json_out:
         print_json(data)
         return
-    console.print(
-        as_text(f"{data.get('id')} {data.get('state')}: {data.get('reason')}"), highlight=False
-    )
+    # the state once: an ended job's reason says it again ("failed: out of memory ...")
+    said = after_state(data.get("state"), data.get("reason"))
+    console.print(as_text(f"{data.get('id')} {data.get('state')}{said}"), highlight=False)
 
 
 # -- nodes / top -------------------------------------------------------------------------------

@@ -32,6 +32,28 @@ def visible_lines(value: object) -> str:
     return "\n".join(visible(line) for line in lines)
 
 
+def after_state(state: object, reason: object) -> str:
+    """What follows a job's or sweep's ``state`` where a line prints the state and then its
+    ``reason`` (plain text, for :func:`as_text`), with the state said once: ``: waiting for
+    1 GPU(s)``; a reason that begins with the state's word goes on from the state itself
+    (the server's ``why`` of an ended job is ``failed: out of memory ...``, a cancelled
+    one's reason ``cancelled by alice``, a running one's ``running on n1:0``), so the line
+    reads ``FAILED: out of memory ...``, ``CANCELLED by alice``, ``RUNNING on n1:0``, not
+    ``FAILED: failed: ...``. Nothing for no reason."""
+    text = str(reason) if reason is not None else ""
+    word = state.lower() if isinstance(state, str) else ""  # no state: the reason as it is
+    if not text:
+        return ""
+    if not word or text[: len(word)].lower() != word:
+        return f": {text}"
+    rest = text[len(word) :]
+    if rest.startswith(":"):
+        return f": {rest[1:].lstrip()}" if rest[1:].strip() else ""
+    if not rest or rest[0] in " (;,":
+        return rest
+    return f": {text}"  # a longer word: "failedover" says no state
+
+
 def note_lines(notes: object) -> list[str]:
     """A reply's ``notes`` (a sweep's: what its submission tells of every trial, as a
     job's pending reason tells it) as ``note: ...`` lines of markup, each note's text as

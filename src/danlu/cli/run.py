@@ -31,7 +31,7 @@ from typing import Annotated, Any
 import typer
 
 from danlu.cli.jobs import connect, err, fail
-from danlu.cli.markup import as_text
+from danlu.cli.markup import after_state, as_text
 from danlu.cli.options import HomeOpt, TokenOpt, UrlOpt, int_option, path_of, refuse_empty
 from danlu.cli.output import PIPE_CLOSED, quiet_stdout, stderr_written, write_bytes
 from danlu.cli.spec_build import set_path, spec_body
@@ -199,7 +199,7 @@ def attach(client: Client, job_id: str) -> int:
     state = str(job.get("state"))
     if state != JobState.SUCCEEDED.value:
         reason = client.why(job_id).get("reason") or ""
-        say(f"danlu: job {job_id} {state}" + (f": {reason}" if reason else ""))
+        say(f"danlu: job {job_id} {state}{after_state(state, reason)}")
     return exit_code(job)
 
 

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from danlu.cli import jobs as common
 from danlu.cli.admin import TitledTable, show_data, titled_table
-from danlu.cli.markup import as_text, note_lines
+from danlu.cli.markup import after_state, as_text, note_lines
 from danlu.cli.options import (
     HomeOpt,
     JsonOpt,
@@ -166,7 +166,7 @@ def _objective(sweep: dict[str, Any]) -> str:
 
 
 def _line(data: dict[str, Any]) -> str:
-    reason = f": {as_text(data['reason'])}" if data.get("reason") else ""
+    reason = as_text(after_state(data.get("state"), data.get("reason")))
     kind, unit = ("array", "tasks") if data.get("array") else ("sweep", "trials")
     return (
         f"{kind} {as_text(data.get('id'))} ({as_text(data.get('name'))}): "

@@ -13,7 +13,7 @@ import typer
 
 from danlu.cli import jobs as common
 from danlu.cli.interrupt import INTERRUPTED as INTERRUPTED  # re-exported: jobs.py
-from danlu.cli.markup import as_text
+from danlu.cli.markup import after_state, as_text
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, error_line, float_option
 from danlu.cli.top import told_end_reason
 from danlu.client import Client, JobDict, WaitTimeout
@@ -46,7 +46,7 @@ def sweep_failed(sweep: dict[str, Any]) -> str | None:
     if state == "DONE" and not short:
         return None
     kind = "array" if sweep.get("array") else "sweep"
-    reason = f": {sweep['reason']}" if sweep.get("reason") else ""
+    reason = after_state(state, sweep.get("reason"))
     return f"{kind} {sweep.get('id')} {state}{reason} ({submitted} of {total} submitted)"
 
 
@@ -142,11 +142,16 @@ def end_status(job: JobDict) -> str:
     """What follows an ended job's state where the cli prints its end (as Rich markup): a
     FAILED job's `` (exit 1)``, then its ``end_reason`` where that says more than the code
     (:func:`~danlu.cli.top.told_end_reason`): ``FAILED (exit 1): out of memory (exit code
-    1); out of restarts (0 of 0)``, ``CANCELLED: cancelled by alice``."""
+    1); out of restarts (0 of 0)``, ``CANCELLED: time limit reached: ran 2h of 2h``; a
+    reason that begins with the state's word goes on from the state (``CANCELLED by
+    alice``, :func:`~danlu.cli.markup.after_state`)."""
     code = job.get("exit_code")
     status = f" (exit {as_text(code)})" if job.get("state") == "FAILED" and code is not None else ""
     more = told_end_reason(job)
-    return status if more is None else f"{status}: {as_text(more)}"
+    if more is None:
+        return status
+    # the state once: "CANCELLED by alice", not "CANCELLED: cancelled by alice"
+    return f"{status}: {as_text(more)}" if status else as_text(after_state(job.get("state"), more))
 
 
 def print_end(job: JobDict, *, stopped_early: bool = False) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from danlu.core.errors import SpecError
-from danlu.core.spec_text import type_name
+from danlu.core.spec_text import yaml_kind
 from danlu.core.sweep import ARRAY_PARAMETER, MAX_PARALLEL, MAX_VALUES
 
 MAX_ARRAY_INDEX = 10_000_000
@@ -52,11 +52,10 @@ def parse_array(text: str | int, field: str = "array") -> ArrayRange:
             raise SpecError(field, f"an index lies within 0..{MAX_ARRAY_INDEX:,}")
         text = str(text)
     if not isinstance(text, str):
-        shown = "a boolean" if isinstance(text, bool) else type_name(text)
         raise SpecError(
             field,
-            f"expected an index range as text, got {shown}: write it as text, e.g. '0-99', "
-            "'1,3,8' or '0-99%8'",
+            f"expected an index range as text, got {yaml_kind(text)}: write it as text, "
+            "e.g. '0-99', '1,3,8' or '0-99%8'",
         )
     body, percent, limit_text = text.strip().partition("%")
     indices: set[int] = set()

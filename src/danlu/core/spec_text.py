@@ -4,6 +4,7 @@ what it gives."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import sys
@@ -133,6 +134,29 @@ def type_name(value: object) -> str:
     if isinstance(value, WrittenInt | WrittenFloat):
         return "int" if isinstance(value, int) else "float"
     return type(value).__name__
+
+
+def yaml_kind(value: object) -> str:
+    """What a value read from a spec's YAML (or JSON) is, in the words of its author: ``a
+    list``, ``a mapping``, ``a boolean``, ``a number (1e3)`` (as written), ``text``,
+    ``null``, ``a date (2024-01-01)``; a message that says what was given instead of what
+    a field takes uses it (Python's ``list``, ``dict``, ``float`` or ``NoneType`` are not
+    what YAML calls them). Any other value is named by :func:`type_name`."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    if isinstance(value, int | float):
+        return f"a number ({written_text(value)})"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, datetime.date):  # a datetime too: YAML reads 2024-01-01 as one
+        return f"a date ({value})"
+    return type_name(value)
 
 
 @overload

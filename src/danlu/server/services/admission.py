@@ -39,7 +39,7 @@ def canonical_gpu_types(spec: JobSpec, cluster: Cluster, *, strict: bool = True)
                 raise AdmissionError(
                     "resources.gpu_type",
                     f"unknown GPU type {name!r}; this cluster has "
-                    f"{_types_here(cluster) or 'no GPUs'}",
+                    f"{_types_here(cluster) or 'no GPUs'}{_list_hint(name, cluster)}",
                 ) from None
             known = ()
         found = {present[kind.lower()] for kind in known if kind.lower() in present}
@@ -47,6 +47,23 @@ def canonical_gpu_types(spec: JobSpec, cluster: Cluster, *, strict: bool = True)
             found.add(exact)
         out |= found or {name}
     return frozenset(out)
+
+
+def _list_hint(name: str, cluster: Cluster) -> str:
+    """For a ``gpu_type`` of several types written as one comma-separated string
+    (``gpu_type: 'A100,H100'``), each part a type danlu or ``cluster`` knows: the list to
+    write instead (``; write a list: [A100, H100]``); else nothing."""
+    parts = [part.strip() for part in name.split(",")]
+    if len(parts) < 2 or not all(parts):
+        return ""
+    for part in parts:
+        if part.lower() in cluster.type_spelling:
+            continue
+        try:
+            gpu_type_names(part)
+        except UnknownNameError:
+            return ""
+    return f"; write a list: [{', '.join(parts)}]"
 
 
 def _types_here(cluster: Cluster) -> str:
