@@ -37,6 +37,18 @@ function el(tag, text, className) {
   return node;
 }
 
+function linkCell(text, action, open) {
+  // a table cell holding a button that reads as a link (an id that opens its panel): its
+  // data-action names it for the keyboard's focus across refreshes
+  const cell = el("td");
+  const button = el("button", text, "link");
+  button.type = "button";
+  button.dataset.action = action;
+  button.addEventListener("click", open);
+  cell.appendChild(button);
+  return cell;
+}
+
 function rowKeys(rows) {
   // each row's key: its data-* attributes (a job's id, a node's name and GPU, ...), and how
   // many rows before it had the same ones

@@ -82,13 +82,7 @@ function renderJobs(jobs) {
   const rows = jobs.map((job) => {
     const row = el("tr");
     row.dataset.job = job.id;
-    const idCell = el("td");
-    const open = el("button", job.id, "link");
-    open.type = "button";
-    open.dataset.action = "show";
-    open.addEventListener("click", () => showJob(job.id));
-    idCell.appendChild(open);
-    row.appendChild(idCell);
+    row.appendChild(linkCell(job.id, "show", () => showJob(job.id)));
     row.appendChild(el("td", job.name, "name"));
     row.appendChild(el("td", job.user));
     row.appendChild(el("td", job.project));

@@ -17,13 +17,7 @@ function renderSweeps(newest, running) {
   replaceRows(body, sweeps.map((sweep) => {
     const row = el("tr");
     row.dataset.sweep = sweep.id;
-    const idCell = el("td");
-    const open = el("button", sweep.id, "link");
-    open.type = "button";
-    open.dataset.action = "show-sweep";
-    open.addEventListener("click", () => showSweep(sweep.id));
-    idCell.appendChild(open);
-    row.appendChild(idCell);
+    row.appendChild(linkCell(sweep.id, "show-sweep", () => showSweep(sweep.id)));
     row.appendChild(el("td", sweep.name, "name"));
     row.appendChild(el("td", sweep.user));
     row.appendChild(el("td", sweep.reason ? sweep.state + ": " + sweep.reason : sweep.state, "state"));
@@ -98,13 +92,7 @@ async function showSweep(id, round) {
       const row = el("tr");
       row.dataset.trial = trial.trial;
       row.appendChild(el("td", trial.trial, "number"));
-      const cell = el("td");
-      const open = el("button", trial.job_id, "link");
-      open.type = "button";
-      open.dataset.action = "show";
-      open.addEventListener("click", () => showJob(trial.job_id));
-      cell.appendChild(open);
-      row.appendChild(cell);
+      row.appendChild(linkCell(trial.job_id, "show", () => showJob(trial.job_id)));
       const stopped = trial.stopped_early ? " (stopped early)" : "";
       row.appendChild(el("td", trial.state + stopped, "state state-" + trial.state));
       row.appendChild(el("td", parametersText(trial.parameters)));
