@@ -32,7 +32,12 @@ CONSOLE_SCRIPT = (
 RUN_MODULE = "import runpy\nrunpy.run_module('danlu', run_name='__main__', alter_sys=True)\n"
 """``python -m danlu``."""
 
-INTERRUPT_WHILE_IMPORTING = (
+TERMINAL = "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+"""Ctrl-C as a terminal's foreground process takes it: a process started in the background
+(``cmd &`` in a script, as a CI runner may start the tests) inherits SIGINT ignored, and
+Python then leaves it so."""
+
+INTERRUPT_WHILE_IMPORTING = TERMINAL + (
     "import importlib.abc, os, signal, sys\n"
     "class CtrlC(importlib.abc.MetaPathFinder):\n"
     "    def find_spec(self, name, path=None, target=None):\n"
@@ -43,7 +48,7 @@ INTERRUPT_WHILE_IMPORTING = (
 )
 """A real Ctrl-C (SIGINT to the process) while ``danlu.cli.main`` is being imported."""
 
-INTERRUPT_WHILE_BUILDING = (
+INTERRUPT_WHILE_BUILDING = TERMINAL + (
     "import os, signal, typer.main\n"
     "built = typer.main.get_command\n"
     "def interrupted(app):\n"

@@ -25,7 +25,12 @@ def test_a_run_that_cannot_start_on_a_node_names_it_and_a_failing_job_names_none
     tmp_path: Path,
 ) -> None:
     empty = tmp_path / "no-danlu"
-    empty.mkdir()
+    # first on that node's path: a danlu that cannot be imported, as on a node without it
+    # (this machine may have danlu installed, which a bare PYTHONPATH would not hide)
+    (empty / "danlu").mkdir(parents=True)
+    (empty / "danlu" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'danlu'\", name='danlu')\n"
+    )
     with ray_cluster() as cluster:
         # a node whose Ray workers find no danlu: its raylet's PYTHONPATH lacks it
         cluster.add_node(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import time
@@ -431,9 +432,12 @@ def test_a_run_requeued_after_it_ran_is_cancelled_past_the_pending_limit(
     _wait_pending(ex, handle, slurm)
     status = wait(ex, handle)
     assert status.outcome is Outcome.FAILED and status.exit_code is None
-    assert f"Slurm kept job {job} PENDING (BeginTime) 5 s after it was first seen PENDING " in (
-        status.message or ""
+    # 5 s (the limit), or a little more when the poll that saw it came late (a loaded host)
+    kept = re.search(
+        rf"Slurm kept job {job} PENDING \(BeginTime\) (\d+) s after it was first seen PENDING ",
+        status.message or "",
     )
+    assert kept is not None and 5 <= int(kept.group(1)) <= 30, status.message
     assert "again after it ran (requeued)" in (status.message or "")
     assert slurm.run("squeue", "-h", "-o", "%i") == ""  # cancelled
 
