@@ -76,7 +76,6 @@ from danlu.executors.base import (
     HeldGpus,
     JobLaunch,
     MultiNodeExecutor,
-    Outcome,
     RunState,
     StopReason,
     job_environment,
@@ -110,6 +109,7 @@ from danlu.executors.ray_records import (
     run_actors,
 )
 from danlu.executors.ray_results import (
+    START_FAILED_ON,
     creation_failure,
     exit_result,
     lost_result,
@@ -120,7 +120,7 @@ from danlu.executors.ray_results import (
 from danlu.executors.ray_stops import CALL_TIMEOUT, RayStops
 from danlu.executors.ray_stops import KILL_RETRY as KILL_RETRY  # re-exported: it lived here
 from danlu.executors.ray_stops import KILLED as KILLED  # re-exported: it lived here
-from danlu.executors.rundirs import DEFAULT_PREEMPT_GRACE, RESULT
+from danlu.executors.rundirs import DEFAULT_PREEMPT_GRACE, RESULT, RESULT_FIELDS
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +143,14 @@ _RECONNECT_VARIABLE = "RAY_gcs_rpc_server_reconnect_timeout_s"
 _T = TypeVar("_T")
 
 
+RAY_RESULT_FIELDS: Mapping[str, records.Check] = {
+    **RESULT_FIELDS,
+    START_FAILED_ON: lambda v: isinstance(v, list),  # its names checked where read
+}
+"""The fields of a Ray run's recorded result: the others' and the nodes it could not start
+on (:func:`~danlu.executors.ray_results.unstarted_result`)."""
+
+
 class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
     """Runs each job as detached Ray actors on the nodes danlu placed it on.
 
@@ -155,6 +163,7 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
     """
 
     launch_fields = LAUNCH_FIELDS
+    result_fields = RAY_RESULT_FIELDS
     launch_required = (*records.LAUNCH_REQUIRED, "actors")
     start_seen_at_poll = True  # an actor may fail to start on its node after the submit
 
@@ -616,19 +625,15 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
         """Record how the run ended and kill its actors."""
         code = result.get("exit_code")
         result["signal"] = code - 128 if isinstance(code, int) and code > 128 else None
-        status = with_start_failures(self._record(run_dir, result, reason), result)
+        status = self._record(run_dir, result, reason)
         self._kill_ended(run_dir, launch)
         return status
 
-    def _recorded(self, run_dir: Path, reason: StopReason | None) -> ExecStatus | None:
-        """The run's recorded result as a status (None when none is recorded), naming the
-        nodes the run could not start on (:func:`with_start_failures`) at every poll until
-        the control plane forgets it: one whose exit it could not record yet still blames
-        them."""
-        status = super()._recorded(run_dir, reason)
-        if status is None or status.outcome is not Outcome.FAILED:
-            return status
-        return with_start_failures(status, supervise.read_json(run_dir / RESULT))
+    def _status_of(self, result: Mapping[str, Any], reason: StopReason | None) -> ExecStatus:
+        """The status of a run that ended as ``result`` says, naming the nodes the run could
+        not start on (:func:`with_start_failures`), when recorded and at every poll until
+        the control plane forgets it."""
+        return with_start_failures(super()._status_of(result, reason), result)
 
 
 def _join(ray: Any, address: str | None, namespace: str) -> None:

@@ -102,6 +102,8 @@ class RunDirExecutor(Executor):
     """
 
     launch_fields: Mapping[str, records.Check] = records.LAUNCH_FIELDS
+    result_fields: Mapping[str, records.Check] = RESULT_FIELDS
+    """The fields of a run's recorded result (``result.json``) this executor reads back."""
     launch_required: tuple[str, ...] = records.LAUNCH_REQUIRED
     _runs: Path
     _log_dir: Path
@@ -222,8 +224,14 @@ class RunDirExecutor(Executor):
 
     def _recorded(self, run_dir: Path, reason: StopReason | None) -> ExecStatus | None:
         """The run's recorded result as a status, or None when none is recorded."""
-        result = records.checked(supervise.read_json(run_dir / RESULT), RESULT_FIELDS)
-        return exited(result, reason) if result is not None and "outcome" in result else None
+        result = records.checked(supervise.read_json(run_dir / RESULT), self.result_fields)
+        if result is None or "outcome" not in result:
+            return None
+        return self._status_of(result, reason)
+
+    def _status_of(self, result: Mapping[str, Any], reason: StopReason | None) -> ExecStatus:
+        """The status of a run that ended as ``result`` (its recorded result) says."""
+        return exited(result, reason)
 
     def _record(
         self, run_dir: Path, result: dict[str, Any], reason: StopReason | None
@@ -233,7 +241,7 @@ class RunDirExecutor(Executor):
         result.setdefault("finished_at", self._clock())
         with contextlib.suppress(OSError):  # worked out again at the next poll
             supervise.write_json(run_dir / RESULT, result)
-        return exited(result, reason)
+        return self._status_of(result, reason)
 
     def preempt(self, handle: Handle, grace_seconds: float) -> None:
         """SIGTERM the job's processes now, SIGKILL them after the run's own grace (its
