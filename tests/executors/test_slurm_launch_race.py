@@ -7,6 +7,7 @@ stop that Slurm job again), and reported a :class:`NodeLaunchError`."""
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,13 @@ from run_helpers import launch
 from slurm_fakes import NODE, Clock, Printed, fake_executor
 
 from danlu.core.cluster import Cluster
-from danlu.executors import JobAlreadyRunningError, JobLaunch, RunState, supervise
+from danlu.executors import (
+    JobAlreadyRunningError,
+    JobLaunch,
+    NodeLaunchError,
+    RunState,
+    supervise,
+)
 from danlu.executors.slurm import SlurmExecutor
 
 
@@ -46,3 +53,35 @@ def test_a_launch_that_finds_the_run_launched_meanwhile_leaves_it_alone(
     assert commands.asked.count("sbatch") == 1  # the second submitted nothing
     assert first.poll(handle).state is RunState.RUNNING
     assert second.adopt() == [handle]
+
+
+def test_a_launch_whose_log_cannot_be_opened_leaves_the_other_launchs_run_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second launch failed to open the job's log (out of file descriptors) after the
+    first had submitted the job: the clean-up of its failure removed the run directory it
+    had not made, the first's, with the Slurm job id no instance could then find again."""
+    commands = Printed({"scontrol show node": NODE + "\n", "sbatch": "7\n"})
+    commands.squeue("RUNNING")
+    clock = Clock()
+    first = fake_executor(commands, tmp_path / "state", clock)
+    second = fake_executor(commands, tmp_path / "state", clock)
+    opened = SlurmExecutor._open_log
+    launched = []
+
+    def raced_then_failed(self: SlurmExecutor, log_dir: Path, job_id: str) -> tuple[Path, int]:
+        if self is not second:
+            return opened(self, log_dir, job_id)
+        launched.append(first.submit(launch("twice", "pass")))
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(SlurmExecutor, "_open_log", raced_then_failed)
+    with pytest.raises(NodeLaunchError, match="twice"):
+        second.submit(launch("twice", "pass"))
+    monkeypatch.undo()
+    (handle,) = launched
+    run_dir = tmp_path / "state" / "runs" / "twice"
+    assert (supervise.read_json(run_dir / supervise.LAUNCH) or {}).get("slurm_id") == 7, (
+        "the running run's records were deleted"
+    )
+    assert first.poll(handle).state is RunState.RUNNING

@@ -213,8 +213,7 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
             raise LaunchError(f"working directory {job.workdir!r} of job {job.job_id} is missing")
         try:
             return self._start(job, run_dir, account)
-        except OSError as exc:
-            shutil.rmtree(run_dir, ignore_errors=True)
+        except OSError as exc:  # (the run directory, if this launch made it, is removed)
             if not is_node_fault(exc):  # (a bare OSError here was no DanluError)
                 raise LaunchError(f"cannot launch job {job.job_id}: {exc}") from exc
             raise NodeLaunchError(str(exc)) from exc
@@ -255,9 +254,8 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         # one open of the log, for its length and the supervisor's output: a second could
         # find another file there, put by the job since the first
         log_path, log = self._log_file(log_dir, job.job_id)
-        with log:
+        with log, self._new_run_dir(run_dir, job.job_id):
             offset = log.seek(0, os.SEEK_END)
-            self._make_run_dir(run_dir, job.job_id)
             record = self._launch_record(job, log_path, offset)
             if log_path.parent != self._log_dir.resolve():  # the launch's own log_dir
                 record["log_dir"] = str(log_path.parent)
@@ -307,17 +305,17 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
                     raise LaunchError(
                         f"cannot hand job {job.job_id}'s environment to its supervisor: {exc}"
                     ) from exc
-        try:
-            supervise.write_json(
-                run_dir / supervise.SUPERVISOR,
-                {"pid": proc.pid, "start": supervise.proc_start_time(proc.pid)},
-            )
-        except OSError:  # not recorded, so no later instance could find it: stop it now
-            self._stop_unrecorded(proc, run_dir)
-            raise
-        self._children[job.job_id] = proc
-        self._started(run_dir, record)
-        return Handle(job.job_id, job.run_attempt)
+            try:
+                supervise.write_json(
+                    run_dir / supervise.SUPERVISOR,
+                    {"pid": proc.pid, "start": supervise.proc_start_time(proc.pid)},
+                )
+            except OSError:  # not recorded, so no later instance could find it: stop it now
+                self._stop_unrecorded(proc, run_dir)
+                raise
+            self._children[job.job_id] = proc
+            self._started(run_dir, record)
+            return Handle(job.job_id, job.run_attempt)
 
     def _stop_unrecorded(self, proc: subprocess.Popen[bytes], run_dir: Path) -> None:
         """Stop a supervisor just started whose record could not be written: SIGTERM, which

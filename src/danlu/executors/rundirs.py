@@ -414,6 +414,20 @@ class RunDirExecutor(Executor):
                 "launch was being made; its run is that one"
             ) from None
 
+    @contextlib.contextmanager
+    def _new_run_dir(self, run_dir: Path, job_id: str) -> Iterator[None]:
+        """Make the run directory of a launch (:meth:`_make_run_dir`) for the block, which
+        writes the run's records and starts it: an :class:`OSError` raised in it (a full
+        disk) removes the directory, which this launch made, before it goes on. One raised
+        before, while the launch opened its log, removes nothing: the directory may be
+        another launch's of the same job, made meanwhile."""
+        self._make_run_dir(run_dir, job_id)
+        try:
+            yield
+        except OSError:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+
     def _started(self, run_dir: Path, record: dict[str, Any]) -> None:
         """A run was launched from ``run_dir``: it is live."""
         if self._live is not None:

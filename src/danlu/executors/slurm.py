@@ -339,15 +339,21 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         self._check_nodes(names)
         try:
             return self._submit(job, run_dir, names)
-        except OSError as exc:
-            shutil.rmtree(run_dir, ignore_errors=True)
+        except OSError as exc:  # (the run directory, if this launch made it, is removed)
             raise NodeLaunchError(
                 f"cannot write the run files of job {job.job_id}: {exc}", nodes=()
             ) from exc
 
     def _submit(self, job: JobLaunch, run_dir: Path, names: list[str]) -> Handle:
         log_path, offset = self._open_log(self._log_dir, job.job_id)
-        self._make_run_dir(run_dir, job.job_id)
+        with self._new_run_dir(run_dir, job.job_id):
+            return self._sbatch_run(job, run_dir, names, log_path, offset)
+
+    def _sbatch_run(
+        self, job: JobLaunch, run_dir: Path, names: list[str], log_path: Path, offset: int
+    ) -> Handle:
+        """Write the records of ``job``'s run into ``run_dir``, made for it, and submit it to
+        Slurm, its output appended to ``log_path`` from ``offset``."""
         workdir = job.workdir
         if workdir is None:
             self._work.mkdir(exist_ok=True, mode=0o700)

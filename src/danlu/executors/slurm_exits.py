@@ -28,6 +28,7 @@ An exit record whose ``finished_at`` is unknown is none of a requeued run's.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -265,8 +266,8 @@ def run_result(
             state == "CANCELLED" and reason is None
         ):
             error = f"Slurm job {slurm_id} ended {state}"
-    if sig is None and code is not None and code > 128:
-        sig = code - 128  # 128 + N: died of signal N
+    if sig is None and code is not None and 0 < code - 128 < signal.NSIG:
+        sig = code - 128  # 128 + N: died of signal N (255, a program's exit(-1), is none)
     return {
         "outcome": outcome.value,
         "exit_code": code,

@@ -125,7 +125,8 @@ HEARTBEAT_SECONDS = 5.0
 (``heartbeat``): a lost run is charged up to this much less than it ran."""
 EXIT_RECORD_SECONDS = 600.0
 """How long the supervisor keeps trying to record the job's exit while the disk is full
-(the run still looks running meanwhile). If it never can, the supervisor's own exit status
+(the run still looks running meanwhile; a stop signalled then, or the run directory gone,
+ends the tries: :func:`_record_exit`). If it never can, the supervisor's own exit status
 is 0 exactly when the job's was, for the executor that started it to read."""
 
 
@@ -435,6 +436,7 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
     child: subprocess.Popen[bytes] | None = None
     kill_at: float | None = None  # when the job's group is due its SIGKILL (time.monotonic)
     reaped = False  # the job's process was reaped: its pid, the group's id, is free
+    stops = 0  # the stops signalled so far (one after the job ended ends the exit's retries)
 
     def kill_group(sig: int) -> None:
         """``sig`` to the job's process group and to the job's processes that left it; none
@@ -451,7 +453,8 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
     def on_stop(signum: int, frame: FrameType | None) -> None:
         """SIGTERM the job's group; SIGKILL it after the stop's grace, or sooner when an
         earlier stop's SIGKILL is due sooner."""
-        nonlocal kill_at
+        nonlocal kill_at, stops
+        stops += 1
         grace = _stop_grace(read_json(run_dir / STOP) or {}, spec)
         deadline = time.monotonic() + grace
         if kill_at is None or deadline < kill_at:
@@ -554,16 +557,35 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
         "signal": -returncode if returncode < 0 else None,
         "finished_at": time.time(),
     }
+    return _record_exit(run_dir, done, lambda: stops)
+
+
+def _record_exit(run_dir: Path, done: dict[str, Any], stops: Callable[[], int]) -> int:
+    """Record the job's exit ``done`` in ``run_dir``; the supervisor's exit status. While the
+    disk is full it tries again every second for :data:`EXIT_RECORD_SECONDS`, but gives up
+    at once when the run directory is gone (the state directory was removed: no one can read
+    the record) and after one more try when a stop is signalled meanwhile (``stops``: the
+    count of stops signalled so far): a supervisor kept waiting so could only be killed.
+    Given up, its status is 0 exactly when the job's was."""
+    code = done["exit_code"]
+    stopped = stops()
+    last_try = False
     deadline = time.monotonic() + EXIT_RECORD_SECONDS
     while True:
         try:
             write_json(run_dir / EXIT, done)
             return 0
         except OSError as exc:
-            if time.monotonic() >= deadline:
-                _warn(f"danlu supervisor: cannot record the job's exit ({code}): {exc}")
-                return 0 if code == 0 else 1
-            time.sleep(1.0)
+            why = exc
+        gone = not run_dir.is_dir()
+        if gone or last_try or time.monotonic() >= deadline:
+            where = f"{run_dir} is gone" if gone else str(why)
+            _warn(f"danlu supervisor: cannot record the job's exit ({code}): {where}")
+            return 0 if code == 0 else 1
+        retry_at = min(time.monotonic() + 1.0, deadline)
+        while stops() == stopped and time.monotonic() < retry_at:
+            time.sleep(0.05)  # (a stop's handler runs between these, not in a long sleep)
+        last_try = stops() > stopped
 
 
 def _group_alive(pgid: int) -> bool:
