@@ -1,7 +1,8 @@
 """A run the executor's poll finds could not start on a node for the node's own reasons (a
 Ray actor whose creation failed there: danlu not importable on it) counts as a launch that
 failed there, as a launch that raised a node fault does: the same limit, the same cordon
-reason, started over by a launch that goes through. A job's own failure counts nothing."""
+reason, started over by a launch that goes through; its job is re-queued with no restart
+counted, and fails, naming the nodes, at a bound. A job's own failure counts nothing."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ from pathlib import Path
 
 import pytest
 from helpers import user_and_nodes
+from sqlalchemy import select
 
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster, Node, gpu_type
 from danlu.executors import ExecStatus, FakeExecutor, FakeWorld, Handle, Outcome
 from danlu.sched.registry import make_policy
-from danlu.server.db import Database, User
+from danlu.server.db import Database, JobEvent, User
+from danlu.server.polling import UNSTARTED_RUNS_LIMIT
 from danlu.server.reconcile import Reconciler
 from danlu.server.services import cluster, jobs, nodes
 
@@ -34,7 +37,11 @@ def _submit(db: Database, alice: User, name: str, gpus: int = 1) -> str:
 
 @contextmanager
 def _loop(
-    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unstarted_on: set[str]
+    db: Database,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    unstarted_on: set[str],
+    node_launch_failures: int = 2,
 ) -> Iterator[tuple[Reconciler, FakeWorld]]:
     """A loop whose fake runs end at once: FAILED as a Ray run whose actor could not start on
     the nodes ``unstarted_on`` names (as the Ray executor's poll reports it), when the run is
@@ -59,7 +66,7 @@ def _loop(
         )
 
     monkeypatch.setattr(executor, "poll", poll)
-    settings = load_settings(home=tmp_path, node_launch_failures=2)
+    settings = load_settings(home=tmp_path, node_launch_failures=node_launch_failures)
     loop = Reconciler(db, executor, settings, policy=make_policy("priority"))
     try:
         yield loop, world
@@ -196,3 +203,86 @@ def test_runs_that_could_not_start_one_at_a_time_cordon_the_node(
         report = loop.run_once(now=t + 1)  # found unstarted there again
     assert report.cordoned == ["a"]
     assert _counts(db)["a"] == (2, "cordoned")
+
+
+def _submit_retrying(db: Database, alice: User, name: str, max_restarts: int) -> str:
+    body = {
+        "name": name,
+        "command": ["python", "train.py"],
+        "resources": {"gpus": 1},
+        "max_restarts": max_restarts,
+    }
+    with db.session() as s:
+        return jobs.submit(s, body, alice, now=NOW).id
+
+
+def test_a_run_that_could_not_start_re_queues_its_job_with_no_restart_and_it_goes_elsewhere(
+    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node's fault, not the job's: the job is re-queued as a launch the node could not
+    make (no restart counted, even with none to spare), and once the node is cordoned the
+    job runs on another node."""
+    with db.session() as s:
+        alice = user_and_nodes(s, (A, B), NOW)
+    job = _submit_retrying(db, alice, "no-restarts", max_restarts=0)
+    with _loop(db, tmp_path, monkeypatch, {"a"}) as (loop, world):
+        monkeypatch.setattr(loop.executor, "start_seen_at_poll", True, raising=False)
+        loop.run_once(now=NOW)
+        assert world.runs[job].nodes == ("a",)
+        report = loop.run_once(now=NOW + 1)  # found unstarted on a
+        assert job in report.settled
+        with db.read_session() as s:
+            row = jobs.get_job(s, job)
+            assert (row.state, row.restarts) == ("PENDING", 0)
+            assert row.pending_reason.startswith(
+                f"the node could not launch it: the run's Ray actor could not start (a: {CAUSE})"
+            )
+        t = NOW + 1
+        while world.runs[job].nodes == ("a",):
+            t += 60  # past the job's backoff
+            loop.run_once(now=t)
+            assert t < NOW + 3600
+        assert _counts(db)["a"] == (2, "cordoned")  # two runs could not start there
+        assert world.runs[job].nodes == ("b",)
+        loop.run_once(now=t + 1)
+    with db.read_session() as s:
+        row = jobs.get_job(s, job)
+        assert (row.state, row.restarts) == ("SUCCEEDED", 0)
+
+
+def test_a_job_whose_runs_never_start_anywhere_fails_at_the_bound_naming_the_nodes(
+    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every node broken and never cordoned (``DANLU_NODE_LAUNCH_FAILURES=0``): the job is
+    re-queued with no restart counted until its re-queues for its nodes' reasons reach
+    :data:`UNSTARTED_RUNS_LIMIT`; that run fails it, naming its node, instead of a loop
+    that never ends."""
+    with db.session() as s:
+        alice = user_and_nodes(s, (A, B), NOW)
+    job = _submit_retrying(db, alice, "nowhere", max_restarts=100)
+    with _loop(db, tmp_path, monkeypatch, {"a", "b"}, node_launch_failures=0) as (loop, world):
+        monkeypatch.setattr(loop.executor, "start_seen_at_poll", True, raising=False)
+        t = NOW
+        while True:
+            loop.run_once(now=t)
+            with db.read_session() as s:
+                if jobs.get_job(s, job).state == "FAILED":
+                    break
+            t += 60
+            assert t < NOW + 24 * 3600
+    assert len(world.launches) == UNSTARTED_RUNS_LIMIT
+    last = world.runs[job].nodes[0]
+    with db.read_session() as s:
+        row = jobs.get_job(s, job)
+        assert row.restarts == 0
+        ended = s.execute(
+            select(JobEvent.old, JobEvent.new, JobEvent.reason)
+            .where(JobEvent.job_id == job)
+            .order_by(JobEvent.id.desc())
+        ).first()
+    assert ended is not None and (ended.old, ended.new) == ("RUNNING", "FAILED")
+    assert ended.reason.startswith(f"{UNSTARTED_RUNS_LIMIT} of its runs could not be launched")
+    assert f"(the last on {last}: the run's Ray actor could not start ({last}: {CAUSE})" in (
+        ended.reason
+    )
+    assert sum(failures for failures, _ in _counts(db).values()) == UNSTARTED_RUNS_LIMIT

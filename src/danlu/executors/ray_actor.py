@@ -46,13 +46,42 @@ from danlu.executors.local import RUN_MARK, kill_marked
 CHUNK = 1 << 20
 """The most output one :meth:`NodeRun.status` call hands out."""
 GUARD = Path(__file__).with_name("orphan_guard.py").resolve()
+VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+
+
+def node_visible_devices(given: str | None, node_visible: str | None) -> str | None:
+    """The ``CUDA_VISIBLE_DEVICES`` of a run's command on a node whose Ray worker (the actor's
+    process, as its raylet) was started with ``CUDA_VISIBLE_DEVICES=node_visible``: danlu's
+    GPU indices ``given`` (``"0,1"``: Ray's GPU slots, as many as the node's ``GPU``
+    resource) are positions in that list, as Ray maps a task's GPU ids (slot 1 of a raylet
+    started with ``2,3`` is device ``3``), not devices of the machine. ``given`` as it is
+    when the node names none (unset or empty: every device is the node's), or when ``given``
+    is None. A ``ValueError`` naming the variable when an index is past the node's list (a
+    node started with more ``--num-gpus`` than it makes visible): run there, the command
+    would take another's GPU."""
+    if given is None or node_visible is None or not node_visible.strip():
+        return given
+    listed = [device.strip() for device in node_visible.split(",") if device.strip()]
+    mapped = []
+    for index in (part.strip() for part in given.split(",") if part.strip()):
+        if not index.isdigit() or int(index) >= len(listed):
+            raise ValueError(
+                f"GPU {index} of the run is not one of the {len(listed)} this node's Ray makes "
+                f"visible ({VISIBLE_DEVICES}={node_visible}); start the node's Ray with "
+                f"--num-gpus at most {len(listed)}, or with {VISIBLE_DEVICES} naming each GPU"
+            )
+        mapped.append(listed[int(index)])
+    return ",".join(mapped)
 
 
 class NodeRun:
     """One node's part of a run: the job's command as a child process group.
 
     ``log_dir`` is where the output is kept on the node (a temporary directory when None).
-    The command's environment is ``env`` with the run's mark (:data:`RUN_MARK`) added.
+    The command's environment is ``env`` with the run's mark (:data:`RUN_MARK`) added, its
+    ``CUDA_VISIBLE_DEVICES`` (danlu's GPU indices, :meth:`placement`) read through the
+    node's own, ``node_visible`` (:func:`node_visible_devices`; the Ray actor's class,
+    :class:`~danlu.executors.ray_executor.NodeRunOnNode`, passes its process's).
     ``node`` is the danlu name of the node the actor was placed on (None: a run without GPUs,
     anywhere in the cluster), which :meth:`placement` hands out.
     """
@@ -64,13 +93,16 @@ class NodeRun:
         workdir: str | None = None,
         log_dir: str | None = None,
         node: str | None = None,
+        node_visible: str | None = None,
     ) -> None:
         self._lock = threading.Lock()
         self._placement: dict[str, Any] = {
             "node": node,
-            "visible": env.get("CUDA_VISIBLE_DEVICES"),
+            "visible": env.get(VISIBLE_DEVICES),
             "shared": "DANLU_GPU_MEMORY_LIMIT" in env,
         }
+        devices = node_visible_devices(env.get(VISIBLE_DEVICES), node_visible)
+        env = env if devices is None else {**env, VISIBLE_DEVICES: devices}
         folder = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="danlu-run-"))
         folder.mkdir(parents=True, exist_ok=True)
         self._temp_dir = None if log_dir else folder

@@ -40,7 +40,8 @@ its GPUs are not seen by danlu.
   importable there) makes the run a failure naming the node and Ray's cause
   (:func:`~danlu.executors.ray_results.unstarted_result`): relaunched onto that node, it
   fails the same way, so its status names the node (``start_failed_on``), which the control
-  plane counts as a launch that failed there for the node's reasons. One that cannot be
+  plane counts as a launch that failed there for the node's reasons, re-queuing the job with
+  no restart counted. One that cannot be
   reached for now (``ActorUnavailableError``) or does not answer in time is asked again at
   the next poll; other errors of Ray's are an :class:`ExecutorUnavailableError`.
 - **The GCS gone.** The control plane joins the cluster as a Ray driver, which Ray ends once
@@ -63,7 +64,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -89,7 +90,7 @@ from danlu.executors.errors import (
     LaunchError,
     NodeLaunchError,
 )
-from danlu.executors.ray_actor import NodeRun
+from danlu.executors.ray_actor import VISIBLE_DEVICES, NodeRun
 from danlu.executors.ray_nodes import (
     JOIN_TIMEOUT,
     NODE_LABEL,
@@ -204,7 +205,7 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
         if not ray.is_initialized():
             _join(ray, address, namespace)
         self._namespace = namespace
-        self._actor = ray.remote(NodeRun)
+        self._actor = ray.remote(NodeRunOnNode)
         self._init_runs(state_dir, log_dir, cancel_grace, clock)
         self._preempt_grace = preempt_grace
         self._base_env = public_env(base_env or {})
@@ -634,6 +635,25 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
         not start on (:func:`with_start_failures`), when recorded and at every poll until
         the control plane forgets it."""
         return with_start_failures(super()._status_of(result, reason), result)
+
+
+class NodeRunOnNode(NodeRun):
+    """:class:`NodeRun` as the Ray actor on its node (the class the executor makes an actor
+    of): the command's ``CUDA_VISIBLE_DEVICES`` are danlu's GPU indices read through this
+    process's own (the node's raylet's: a node started with ``CUDA_VISIBLE_DEVICES=2,3``
+    counts two GPUs, danlu's 0 and 1, Ray's devices 2 and 3;
+    :func:`~danlu.executors.ray_actor.node_visible_devices`)."""
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        env: Mapping[str, str],
+        workdir: str | None = None,
+        log_dir: str | None = None,
+        node: str | None = None,
+    ) -> None:
+        here = os.environ.get(VISIBLE_DEVICES)
+        super().__init__(command, env, workdir, log_dir, node, node_visible=here)
 
 
 def _join(ray: Any, address: str | None, namespace: str) -> None:

@@ -18,7 +18,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -43,7 +43,7 @@ from danlu.executors import (
     is_node_fault,
 )
 from danlu.executors.accounts import os_account
-from danlu.server.db import Database, Job
+from danlu.server.db import Database, Job, JobEvent
 from danlu.server.run_as import give_to
 from danlu.server.services import jobs, locks, nodes, users
 from danlu.server.services.admission import relative_file_url
@@ -367,11 +367,14 @@ class LaunchStep:
         report: RoundReport,
         blamed: tuple[str, ...] | None = None,
         cause: str = jobs.NODE_FAULT,
+        most: int = 0,
     ) -> None:
         """Re-queue a job the node could not launch (a full disk): no restart counted. The
         failure counts against ``blamed`` (None: all the job's nodes), which are cordoned once
         ``settings.node_launch_failures`` launches in a row failed there. ``cause``: how
-        the job's reason begins (:func:`~danlu.server.services.jobs.requeue_unlaunched`)."""
+        the job's reason begins (:func:`~danlu.server.services.jobs.requeue_unlaunched`).
+        ``most`` (0: no bound): the job's ``most``-th re-queue of ``cause`` fails it instead
+        (:meth:`_fail_unlaunched_again`), its nodes counted all the same."""
         try:
             with self.db.session() as session:
                 job = self._held(session, job_id, attempt)
@@ -380,7 +383,10 @@ class LaunchStep:
                 names = {str(share["node"]) for share in job.allocation or ()}
                 if blamed is not None:
                     names &= set(blamed)
-                jobs.requeue_unlaunched(session, job, error, t, cause=cause)
+                if not most or not self._fail_unlaunched_again(
+                    session, job, error, t, cause, most, names
+                ):
+                    jobs.requeue_unlaunched(session, job, error, t, cause=cause)
                 limit = self.settings.node_launch_failures
                 closed = nodes.launch_failed(session, names, error, limit, t)
             report.settled.append(job_id)
@@ -388,6 +394,44 @@ class LaunchStep:
             report.errors.append(f"launch {job_id}: cannot re-queue it: {exc}")
             return
         self._note_cordoned(closed, report)
+
+    @staticmethod
+    def _fail_unlaunched_again(
+        session: Session,
+        job: Job,
+        error: str,
+        t: float,
+        cause: str,
+        most: int,
+        names: set[str],
+    ) -> bool:
+        """Fail ``job`` (RUNNING, no cancel asked) with a reason naming ``names`` and
+        ``error`` when it was re-queued ``most - 1`` times before for launches that failed
+        with ``cause`` (its events' reasons say so); True when it did. Else (fewer, or a job
+        stopping or cancelled: :func:`~danlu.server.services.jobs.requeue_unlaunched` settles
+        that one) False."""
+        if job.state != JobState.RUNNING.value or job.cancel_requested_at is not None:
+            return False
+        earlier = session.scalar(
+            select(func.count())
+            .select_from(JobEvent)
+            .where(
+                JobEvent.job_id == job.id,
+                JobEvent.new == JobState.RESTARTING.value,
+                JobEvent.reason.startswith(f"{cause}: ", autoescape=True),
+            )
+        )
+        tries = int(earlier or 0) + 1
+        if tries < most:
+            return False
+        where = ", ".join(sorted(names)) or "its nodes"
+        reason = (
+            f"{tries} of its runs could not be launched for their nodes' reasons, with no "
+            f"restart counted; given up (the last on {where}: {error})"
+        )
+        users.revoke_job_tokens(session, job.id, t)  # the token of the run that never started
+        jobs.change_state(session, job, JobState.FAILED, reason, t)
+        return True
 
     def _note_cordoned(self, closed: list[str], report: RoundReport) -> None:
         """Log and report the nodes ``closed`` (cordoned after failed launches)."""

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session
 
 from danlu.core.errors import DanluError
 from danlu.core.state import JobState
@@ -45,6 +44,11 @@ from danlu.server.services.view import lost_gpus
 
 if TYPE_CHECKING:
     from danlu.server.reconcile import RoundReport
+
+UNSTARTED_RUNS_LIMIT = 10
+"""The most re-queues of one job for runs its nodes could not launch or start for their own
+reasons (:attr:`~danlu.executors.ExecStatus.start_failed_on`), with no restart counted: a run
+that could not start and reaches it fails the job, naming its nodes."""
 
 
 class PollStep(LaunchStep):
@@ -250,8 +254,11 @@ class PollStep(LaunchStep):
         as a failure (:func:`~danlu.server.failures.judge_unasked_exit_75`). One that failed
         while being preempted counts as a failure too. Its GPUs are charged up to its exit
         (:func:`ran_until`). One that could not start on nodes of its own for the nodes'
-        reasons (:attr:`ExecStatus.start_failed_on`) counts as a launch that failed there, in
-        the same transaction (:meth:`_count_start_failures`)."""
+        reasons (:attr:`ExecStatus.start_failed_on`) is a launch that failed there
+        (:meth:`_requeue_unstarted`): no restart counted."""
+        if status is not None and status.start_failed_on and not moved:
+            self._requeue_unstarted(job_id, attempt, status, t, report)
+            return
         succeeded, code, reason = describe_exit(status)
         if blamed is not None:
             reason = f"{reason}; on a GPU the health check finds faulty: {blamed}"
@@ -271,7 +278,6 @@ class PollStep(LaunchStep):
                     ran_for = (t if until is None else until) - (job.last_start or t)
                     counted, reason = judge_unasked_exit_75(session, job, ran_for)
                     preempted = not counted
-                held = {str(share["node"]) for share in job.allocation or ()}  # freed below
                 jobs.settle_exit(
                     session,
                     job,
@@ -284,28 +290,25 @@ class PollStep(LaunchStep):
                     now=t,
                     ran_until=until,
                 )
-                closed = [] if moved else self._count_start_failures(session, held, status, t)
             report.settled.append(job_id)
-            self._note_cordoned(closed, report)
             if lost is not None and self.metrics is not None and not succeeded:
                 self.metrics.runs_lost.labels(lost).inc()
         except DanluError as exc:  # e.g. a concurrent cancel: the next pass settles it
             report.errors.append(f"settle {job_id}: {exc}")
 
-    def _count_start_failures(
-        self, session: Session, held: set[str], status: ExecStatus | None, t: float
-    ) -> list[str]:
-        """Count the run whose exit ``status`` is as a launch that failed for the node's
-        reasons on each node of ``held`` (the names of its allocation's nodes) the executor
-        says it could not start on (:attr:`ExecStatus.start_failed_on`: a Ray actor that
-        could not start on its live node), as the launch step counts a launch that raised a
-        node fault: the same ``DANLU_NODE_LAUNCH_FAILURES`` limit and cordon reason
-        (:func:`~danlu.server.services.nodes.launch_failed`), started over by a launch that
-        goes through there (by a run seen started there, :meth:`_note_started`, when the
-        executor learns of a start only at a poll). A run that failed by the job's own doing
-        names no node. Returns the nodes cordoned now."""
-        if status is None or not status.start_failed_on:
-            return []
-        names = held & set(status.start_failed_on)
-        limit = self.settings.node_launch_failures
-        return nodes.launch_failed(session, names, status.message, limit, t)
+    def _requeue_unstarted(
+        self, job_id: str, attempt: int, status: ExecStatus, t: float, report: RoundReport
+    ) -> None:
+        """Re-queue the job of a run that could not start on nodes of its own for the
+        nodes' reasons (:attr:`ExecStatus.start_failed_on`: a Ray actor whose creation
+        failed on its live node, danlu not importable there) as a launch that failed there
+        (:meth:`_requeue_unlaunched`): no restart counted (the job ran nothing), backoff,
+        and each such node counted toward its cordon at ``DANLU_NODE_LAUNCH_FAILURES`` in a
+        row, so that the next run goes elsewhere. Such a run that would be the job's
+        :data:`UNSTARTED_RUNS_LIMIT`-th re-queue for its nodes' reasons fails it, naming the
+        nodes: with every node failing so (and cordons off, ``DANLU_NODE_LAUNCH_FAILURES=0``)
+        it would be re-queued for ever. A job whose cancellation was asked is CANCELLED; one
+        being preempted is re-queued as preempted."""
+        blamed = status.start_failed_on
+        most = UNSTARTED_RUNS_LIMIT
+        self._requeue_unlaunched(job_id, attempt, status.message, t, report, blamed, most=most)
