@@ -73,6 +73,8 @@ from danlu.core.setting_values import parse_option_pairs as parse_option_pairs
 from danlu.core.setting_values import parse_policy_options as parse_policy_options
 from danlu.core.setting_values import split_sbatch_options as split_sbatch_options
 from danlu.core.setting_values import sqlite_url as sqlite_url
+from danlu.core.spec_errors import value_message
+from danlu.core.units import parse_bytes
 from danlu.core.values import plain_number_text
 
 ENV_PREFIX = "DANLU_"
@@ -95,7 +97,10 @@ _HINTS: dict[str, str] = {
         "for two nodes of eight H100s"
     ),
     "port": "a TCP port 0..65535 (0: any free port), e.g. DANLU_PORT=8470",
-    "max_body_bytes": "a number of bytes from 1024 to 2**30, e.g. DANLU_MAX_BODY_BYTES=33554432",
+    "max_body_bytes": (
+        "a number of bytes from 1024 to 2**30, or a size with a unit as a job spec's "
+        "(KiB, MiB, GiB binary; KB, MB, GB decimal), e.g. DANLU_MAX_BODY_BYTES=33554432 or 32MiB"
+    ),
     "executor": "local, slurm or ray, e.g. DANLU_EXECUTOR=slurm",
     "ray_address": "a Ray address, e.g. DANLU_RAY_ADDRESS=10.0.0.1:6379 or auto",
     "run_as": "server or user, e.g. DANLU_RUN_AS=user (jobs run as their user's OS account)",
@@ -300,6 +305,18 @@ class Settings(BaseSettings):
             raise ValueError(f"{value!r} is not a number written plainly (digits, no '_')")
         return value
 
+    @field_validator("max_body_bytes", mode="before")
+    @classmethod
+    def _body_size(cls, value: Any) -> Any:
+        """A size with a unit (``32MiB``, ``64MB``) read as a job spec's sizes are
+        (:func:`~danlu.core.units.parse_bytes`: ``KiB``, ``MiB``, ``GiB`` binary, ``K``,
+        ``KB``, ``M``, ``MB``... decimal): it was refused as no integer, while every other
+        size danlu reads (a spec's, ``--gpu-memory``, ``--quota-memory``,
+        ``DANLU_FAKE_GPUS``) took one. A bare number is bytes, as before."""
+        if isinstance(value, str) and re.search(r"[A-Za-z]", value):
+            return parse_bytes(value, "")
+        return value
+
     @field_validator("home", mode="before")
     @classmethod
     def _home_unset(cls, value: Any) -> Any:
@@ -494,6 +511,7 @@ def load_settings(*, flags: Mapping[str, str] | None = None, **overrides: Any) -
         if flags and name in overrides and name in flags:
             variable = f"{flags[name]} ({variable})"
         msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+        msg = value_message(err) or msg  # with the value: pydantic's "Input should be ..."
         hint = _HINTS.get(name, "")
         raise ConfigError(f"{variable}: {msg}" + (f"; expected {hint}" if hint else "")) from None
 

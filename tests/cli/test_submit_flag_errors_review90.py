@@ -85,12 +85,12 @@ def test_the_error_keeps_the_spec_field(tmp_path: Path) -> None:
 # A dependency that ``--after`` added and that the validation (or the server) refuses is
 # named by ``--after`` and its value, not ``job.yaml: depends_on.0.condition``, a field and an
 # index of a list the file may not even hold. One the file lists is still named by the file.
-CONDITIONS = "Input should be 'succeeded', 'failed', 'finished' or 'started'"
+CONDITIONS = "is not one of succeeded, failed, finished or started"
 
 
 def test_a_bad_condition_is_named_by_after(spec: Path) -> None:
     err = _stderr("submit", str(spec), "--after", "3f2a9c01d2e4:fail")
-    assert err == f"error: --after '3f2a9c01d2e4:fail': {CONDITIONS}\n"
+    assert err == f"error: --after '3f2a9c01d2e4:fail': 'fail' {CONDITIONS} (did you mean failed?)\n"
 
 
 def test_a_bad_job_id_is_named_by_after(spec: Path) -> None:
@@ -102,13 +102,13 @@ def test_a_bad_job_id_is_named_by_after(spec: Path) -> None:
 def test_the_after_that_was_wrong_is_named_past_the_files_own(spec: Path) -> None:
     spec.write_text(HELLO + "depends_on: [3f2a9c01d2e4]\n")
     err = _stderr("submit", str(spec), "--after", "5b2a9c01d2e4", "--after", "5b2a9c01d2e4:later")
-    assert err == f"error: --after '5b2a9c01d2e4:later': {CONDITIONS}\n"
+    assert err == f"error: --after '5b2a9c01d2e4:later': 'later' {CONDITIONS}\n"
 
 
 def test_the_files_own_dependency_is_named_by_the_file(spec: Path) -> None:
     spec.write_text(HELLO + "depends_on: [{job: 3f2a9c01d2e4, condition: later}]\n")
     err = _stderr("submit", str(spec), "--after", "5b2a9c01d2e4")
-    assert err == f"error: {spec}: depends_on.0.condition: {CONDITIONS}\n"
+    assert err == f"error: {spec}: depends_on.0.condition: 'later' {CONDITIONS}\n"
 
 
 def _refusing_server(monkeypatch: pytest.MonkeyPatch, field: str) -> None:

@@ -45,7 +45,10 @@ def test_a_section_that_is_no_mapping_says_so() -> None:
     with pytest.raises(SpecError) as caught:
         loads_spec("name: a\ncommand: [x]\nresources: 2\n")
     assert caught.value.field == "resources"
-    assert caught.value.message == "must be a mapping of its fields, e.g. {field: value}, not 2"
+    assert (
+        caught.value.message
+        == "must be a mapping of its fields, e.g. {field: value}, not a number (2)"
+    )
 
 
 @pytest.mark.parametrize(

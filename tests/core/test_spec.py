@@ -93,7 +93,7 @@ def test_gpu_memory_auto_and_units() -> None:
         (_spec(deadline="tomorrow"), "deadline", "'tomorrow' is not a duration; write seconds"),
         (_spec(time_limit="2y"), "time_limit", "units s, m, h, d (90m, 1h30m, 2d)"),
         (_spec(time_limit="inf"), "time_limit", "finite"),
-        (_spec(time_limit=True), "time_limit", "expected a duration, got bool"),
+        (_spec(time_limit=True), "time_limit", "expected a duration, got a boolean (true)"),
         (_spec(time_limit="0s"), "time_limit", "greater than 0"),
         (_spec(max_restarts=2**40), "max_restarts", "within 0..1,000,000"),
         (_spec(resources={"memory": 2**70}), "resources.memory", "must lie within 0.."),
@@ -326,9 +326,9 @@ def test_depends_on_takes_ids_or_entries_and_names_what_is_wrong() -> None:
         "depends_on: [0123]": "depends_on.0.job: 0123 was read as a number: quote a job id",
         "depends_on: [abc]": "depends_on.0.job: 'abc' is not a job id",
         "depends_on: [ABCD1234]": "depends_on.0.job: 'ABCD1234' is not a job id",
-        "depends_on: [{job: abcd, condition: ok}]": "depends_on.0.condition: Input should be",
+        "depends_on: [{job: abcd, condition: ok}]": "depends_on.0.condition: 'ok' is not one",
         "depends_on: [{job: abcd, when: ok}]": "depends_on.0.when: unknown field",
-        "depends_on: [" + ", ".join(["abcd"] * 101) + "]": "depends_on: List should have at most",
+        "depends_on: [" + ", ".join(["abcd"] * 101) + "]": "depends_on: must hold at most 100",
     }
     for text, message in refused.items():
         with pytest.raises(SpecError) as caught:

@@ -97,15 +97,18 @@ def test_text_where_a_number_goes_shows_it_and_the_fix(
 ) -> None:
     error = _refused(BASE + line)
     assert error.field == field
-    assert f"(got {shown})" in error.message
+    assert error.message.startswith(f"{shown} is not ")
     assert fix in error.message
-    assert "Input should be a valid" in error.message  # pydantic's words kept before it
+    assert "Input should be" not in error.message  # pydantic's words, without the value
 
 
 def test_a_mapping_where_a_list_goes_says_to_write_a_list() -> None:
     error = _refused("name: a\ncommand: {python: train.py}\n")
     assert error.field == "command"
-    assert "must be a list, e.g. [first, second], not {'python': 'train.py'}" in error.message
+    assert (
+        "must be a list, e.g. [first, second], not a mapping ({'python': 'train.py'})"
+        in error.message
+    )
 
 
 @pytest.mark.parametrize(
@@ -162,12 +165,12 @@ SWEEP = "name: s\ntrial: {command: [x]}\n"
         (
             "parameters: {lr: {values: [[1, 2]]}}\nmethod: grid",
             "parameters.lr.values.0",
-            "must be text, a number or a boolean, not [1, 2]",
+            "must be text, a number or a boolean, not a list ([1, 2])",
         ),
         (
             "parameters: {lr: {values: [{a: 1}]}}\nmethod: grid",
             "parameters.lr.values.0",
-            "must be text, a number or a boolean, not {'a': 1}",
+            "must be text, a number or a boolean, not a mapping ({'a': 1})",
         ),
     ],
 )

@@ -63,18 +63,18 @@ def test_checkpointing_takes_true_as_yaml_and_pydantic_write_it(value: Any) -> N
 @pytest.mark.parametrize(
     ("field", "value", "says"),
     [
-        ("precision", "fp8", "'fp8': use fp32, fp16 or bf16"),
-        ("precision", 8, "8: use fp32, fp16 or bf16"),
-        ("precision", None, "None: use fp32, fp16 or bf16"),
-        ("precision", True, "True: use fp32, fp16 or bf16"),
+        ("precision", "fp8", "'fp8' is not one of fp32, fp16 or bf16"),
+        ("precision", 8, "a number (8) is not one of fp32, fp16 or bf16"),
+        ("precision", None, "null is not one of fp32, fp16 or bf16"),
+        ("precision", True, "a boolean (true) is not one of fp32, fp16 or bf16"),
         ("optimizer", "ad am", "'ad am': use one of adagrad, adam"),
         ("optimizer", "", "'': use one of adagrad"),
         ("optimizer", "lbfgs", "step() needs a closure"),
         ("optimizer", "Optimizer", "the base class of the optimizers"),
         ("optimizer", 3, "3 was read as a number, not text: quote it"),
         ("activation_checkpointing", "maybe", "'maybe' is not true or false"),
-        ("activation_checkpointing", 1, "1 is not true or false"),
-        ("activation_checkpointing", None, "None is not true or false"),
+        ("activation_checkpointing", 1, "a number (1) is not true or false"),
+        ("activation_checkpointing", None, "null is not true or false"),
     ],
 )
 def test_a_bad_setup_is_refused_naming_the_field_and_the_values(

@@ -35,6 +35,8 @@ from pydantic import (
 
 from danlu.core.errors import SpecError
 from danlu.core.spec_errors import NAME_RULE as NAME_RULE
+from danlu.core.spec_errors import NULL_MESSAGE as _NULL
+from danlu.core.spec_errors import NULL_VALUE as _NULL_VALUE
 from danlu.core.spec_errors import name_error as name_error
 from danlu.core.spec_errors import spec_error as spec_error
 from danlu.core.spec_errors import valid_name as valid_name
@@ -54,7 +56,7 @@ from danlu.core.spec_limits import check_limits as check_limits
 from danlu.core.spec_limits import file_url_path as file_url_path
 from danlu.core.spec_limits import is_checkpoint_location as is_checkpoint_location
 from danlu.core.spec_limits import tilde_note
-from danlu.core.spec_text import parse_text, type_name, written_text
+from danlu.core.spec_text import given_words, parse_text, written_text
 from danlu.core.spec_training import DEFAULT_OPTIMIZER, Precision, optimizer_name, precision_name
 from danlu.core.units import parse_bytes, parse_duration
 from danlu.core.values import MAX_INT, check_values, quoted, range_message
@@ -293,8 +295,10 @@ class Resources(_Strict):
                 low, high = (int(p.lstrip("0") or "0") for p in parts)
                 return {"min": low, "max": high}
             raise ValueError(f"{quoted(value)} is not a GPU count; {_GPUS_HELP}")
+        if value is None:  # gpus: (left empty)
+            raise ValueError(f"{_NULL}{_NULL_VALUE}")
         if not isinstance(value, dict | GpuCount):
-            raise ValueError(f"{quoted(value)} is not a GPU count; {_GPUS_HELP}")
+            raise ValueError(f"{given_words(value)} is not a GPU count; {_GPUS_HELP}")
         return value
 
     @field_validator("gpu_memory", mode="before")
@@ -378,8 +382,8 @@ class TrainingHints(_Strict):
         if isinstance(value, bool) or text in _BOOLEAN_TEXT:
             return value if text is None else text
         raise ValueError(
-            f"{quoted(value)} is not true or false: write {info.field_name}: true (activations "
-            "recomputed in the backward pass) or false (the default)"
+            f"{given_words(value)} is not true or false: write {info.field_name}: true "
+            "(activations recomputed in the backward pass) or false (the default)"
         )
 
     @field_validator("optimizer", mode="before")
@@ -543,7 +547,7 @@ class JobSpec(_Strict):
         An ``env`` that is no mapping (``env: null``, ``env: [A=1]``) says what to write."""
         if not isinstance(value, dict):
             raise ValueError(
-                f"{'null' if value is None else quoted(value)} is not a mapping of variable "
+                f"{given_words(value)} is not a mapping of variable "
                 "names to text: write env: {SEED: '1'}, or leave env out for none"
             )
         for key in value:
@@ -632,7 +636,7 @@ def parse_spec(data: Any, *, stored: bool = False) -> JobSpec:
     (:func:`check_limits`); a ``stored`` one, accepted when it was submitted, is read as it
     was (an older version's bounds may have been looser)."""
     if not isinstance(data, dict):
-        raise SpecError("", f"a job spec must be a mapping of fields, got {type_name(data)}")
+        raise SpecError("", f"a job spec must be a mapping of fields, got {given_words(data)}")
     if not data:  # an empty file, or one of only comments: "name: this field is required"
         raise SpecError("", f"the job spec is empty (no fields): {_EMPTY_FIX}")
     if not stored:

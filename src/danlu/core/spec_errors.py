@@ -12,8 +12,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from danlu.core.errors import SpecError
-from danlu.core.spec_hints import field_hint, sweep_example
-from danlu.core.spec_text import type_name, written_text
+from danlu.core.spec_hints import choice_hint, field_hint, sweep_example
+from danlu.core.spec_text import given_words, type_name, written_text
 from danlu.core.units import format_duration
 from danlu.core.values import quoted
 
@@ -69,7 +69,7 @@ def spec_error(exc: ValidationError, kind: str = "job spec") -> SpecError:
         words = dict.fromkeys(
             _UNION_WORDS[m] for m in members if m != "int" or "float" not in members
         )
-        message = f"must be {_either(list(words))}, not {quoted(given)}"
+        message = f"must be {_either(list(words))}, not {given_words(given)}"
         kind_of_error = "union"
     if kind_of_error == "missing":
         message = "this field is required"
@@ -84,19 +84,20 @@ def spec_error(exc: ValidationError, kind: str = "job spec") -> SpecError:
     if kind_of_error.endswith("_type") and given is None:  # priority:, resources: (empty)
         message = _NULL + (_NULL_SECTION if kind_of_error == "model_type" else _NULL_VALUE)
     elif kind_of_error == "model_type":  # resources: 2, not "...or instance of Resources"
-        message = f"must be a mapping of its fields, e.g. {{field: value}}, not {quoted(given)}"
+        message = (
+            f"must be a mapping of its fields, e.g. {{field: value}}, not {given_words(given)}"
+        )
         message += sweep_example(field, given, kind)  # metric: loss, lr: [0.1, 0.2]
     elif kind_of_error == "dict_type":  # parameters: [lr, wd]
-        message = f"must be a mapping, e.g. {{name: value}}, not {quoted(given)}"
+        message = f"must be a mapping, e.g. {{name: value}}, not {given_words(given)}"
         message += sweep_example(field, given, kind)  # trial: job.yaml
-    elif kind_of_error == "too_short":  # parameters: {}
-        message += sweep_example(field, given, kind)
+    elif kind_of_error in _LENGTHS:  # parameters: {}, values: [], depends_on: [101 ids]
+        example = sweep_example(field, given, kind)  # parameters: {}
+        message = "is empty" + example if example else _length_message(kind_of_error, first, given)
     elif kind_of_error == "list_type":  # command: {python: train.py}
-        message = f"must be a list, e.g. [first, second], not {quoted(given)}"
-    elif kind_of_error in _NUMBER_FIXES:  # cpus: 4 cores, priority: high
-        message = f"{message} (got {quoted(given)}): {_NUMBER_FIXES[kind_of_error]}"
-    elif kind_of_error in _BOUNDS:  # time_limit: 0, max_restarts: -1, preempt_grace: 2h
-        message = _bound_message(kind_of_error, first.get("ctx") or {}, given, field)
+        message = f"must be a list, e.g. [first, second], not {given_words(given)}"
+    elif kind_of_error != "union" and (plain := value_message(first, field)) is not None:
+        message = plain
     if not field and ": " in message:
         field, _, message = message.partition(": ")
     if first["loc"][-1:] == ("[key]",):  # parameters: {1: ...}, a key of a str-keyed dict
@@ -110,6 +111,36 @@ def spec_error(exc: ValidationError, kind: str = "job spec") -> SpecError:
         message += f"spelling against the {kind} reference, or quote the key"
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     return SpecError(field, message + more)
+
+
+def value_message(error: Any, field: str = "") -> str | None:
+    """The message, in danlu's words, of a pydantic ``error`` of a plain value, whatever
+    model it is of (a spec's field, a setting): a value of another kind (``must be text,
+    not a list ([1])``), none of the choices (``'grit' is not one of random, grid or tpe
+    (did you mean grid?)``), text that is no number (``'4 cores' is not a number: write
+    ...``), a number beyond a bound or too long a list, with the value; None for another
+    error. ``field``: its dotted path (a duration's bound is said in seconds)."""
+    kind_of_error, given = error.get("type", ""), error.get("input")
+    ctx = error.get("ctx") or {}
+    if kind_of_error in _TAKES:  # name: [a, b], priority: {a: 1}, shell: 1.5
+        return f"must be {_TAKES[kind_of_error]}, not {given_words(given)}"
+    if kind_of_error == "literal_error":  # precision: fp23, method: grit
+        return _choice_message(given, ctx)
+    if kind_of_error in _NUMBER_FIXES:  # cpus: 4 cores, priority: high
+        what, fix = _NUMBER_FIXES[kind_of_error]
+        number = isinstance(given, int | float) and not isinstance(given, bool)
+        return f"{written_text(given) if number else given_words(given)} is not {what}: {fix}"
+    if kind_of_error == "int_parsing_size":  # priority: '1000...' (5,000 digits, quoted)
+        digits = len(str(given).strip().lstrip("+-").lstrip("0"))
+        return (
+            f"a number of {digits:,} digits is beyond the field's range (no number danlu "
+            "reads lies beyond 2**62): write the number meant"
+        )
+    if kind_of_error in _BOUNDS:  # time_limit: 0, max_restarts: -1, preempt_grace: 2h
+        return _bound_message(kind_of_error, ctx, given, field)
+    if kind_of_error in _LENGTHS:  # values: [], depends_on: [101 ids]
+        return _length_message(kind_of_error, error, given)
+    return None
 
 
 def _misspelt_for_missing(errors: list[Any], kind: str) -> list[Any]:
@@ -172,15 +203,68 @@ def _either(words: list[str]) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
 
 
-_NUMBER_FIXES = {
-    "int_parsing": "write a whole number, e.g. 4, without a unit",
-    "int_from_float": "write a whole number, e.g. 4",
-    "float_parsing": "write a number, e.g. 4 or 0.5, without a unit or a %",
-    "bool_parsing": "write true or false",
+_TAKES = {
+    "string_type": "text",
+    "int_type": "a whole number",
+    "float_type": "a number",
+    "bool_type": "true or false",
 }
-"""What to write instead, by pydantic's error type, of text (or a fraction) where a number
-(or a boolean: ``preemptible: maybe``) goes: pydantic said only "Input should be a valid
-number, unable to parse string as a number", without the value or the fix."""
+"""What a field takes, by pydantic's error type of a value of another kind (a list, a
+mapping, a number where text goes): pydantic said only "Input should be a valid string"
+(or integer, number, boolean), without what was given."""
+
+
+def _choice_message(given: Any, ctx: dict[str, Any]) -> str:
+    """A value none of an enumerated field's choices (``ctx["expected"]``, pydantic's
+    ``'a', 'b' or 'c'``): ``'grit' is not one of random, grid or tpe``, with the choice
+    meant where it is spelt nearly so (:func:`~danlu.core.spec_hints.choice_hint`:
+    ``'minimise' ... (did you mean minimize?)``). pydantic said only "Input should be 'a',
+    'b' or 'c'", without the value."""
+    choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+    if len(choices) == 1:  # early_stopping.rule: median
+        message = f"{given_words(given)} is not {choices[0]}, the one choice"
+    else:
+        message = f"{given_words(given)} is not one of {_either(choices or ['the listed'])}"
+    meant = choice_hint(given, choices) if isinstance(given, str) else None
+    return message + (f" (did you mean {meant}?)" if meant is not None else "")
+
+
+_LENGTHS = {
+    "too_short": ("at least", "min_length"),
+    "too_long": ("at most", "max_length"),
+    "string_too_short": ("at least", "min_length"),
+    "string_too_long": ("at most", "max_length"),
+}
+"""pydantic's error types of a list, a mapping or text of too few or too many items (or
+characters): how the message says the bound and its key in the error's ``ctx``."""
+
+
+def _length_message(kind_of_error: str, error: Any, given: Any) -> str:
+    """A list, mapping or text (``given``) of too few or too many items, in the spec's
+    words: ``must hold at most 100 entries, not 101``, ``is empty: give at least 1 entry``
+    (pydantic said "List should have at most 100 items after validation, not 101")."""
+    words, key = _LENGTHS[kind_of_error]
+    ctx = error.get("ctx") or {}
+    bound = ctx.get(key)
+    actual = ctx.get("actual_length", len(given) if isinstance(given, str) else None)
+    unit = "character" if kind_of_error.startswith("string") else "entry"
+    units = unit if bound == 1 else ("characters" if unit == "character" else "entries")
+    if actual == 0:
+        return f"is empty: give {words} {bound} {units}"
+    shown = "?" if actual is None else f"{actual:,}" if isinstance(actual, int) else actual
+    return f"must hold {words} {bound:,} {units}, not {shown}"
+
+
+_NUMBER_FIXES = {
+    "int_parsing": ("a whole number", "write a whole number, e.g. 4, without a unit"),
+    "int_from_float": ("a whole number", "write a whole number, e.g. 4"),
+    "float_parsing": ("a number", "write a number, e.g. 4 or 0.5, without a unit or a %"),
+    "bool_parsing": ("true or false", "write true or false"),
+}
+"""What a field takes and what to write instead, by pydantic's error type, of text (or a
+fraction) where a number (or a boolean: ``preemptible: maybe``) goes: ``'4 cores' is not a
+number: write a number, ...``. pydantic said "Input should be a valid number, unable to
+parse string as a number", without the value or the fix."""
 
 _BOUNDS = {
     "greater_than": ("gt", "greater than"),
@@ -205,8 +289,9 @@ def _bound_message(kind_of_error: str, ctx: dict[str, Any], given: Any, field: s
     key, words = _BOUNDS[kind_of_error]
     bound = ctx.get(key)
     number = isinstance(given, int | float) and not isinstance(given, bool)
-    if not (number and isinstance(bound, int | float)):
-        return f"must be {words} {quoted(bound)} (got {quoted(given)})"
+    if not (number and isinstance(bound, int | float)):  # DANLU_PORT=99999: text
+        shown = _number(bound) if isinstance(bound, int | float) else quoted(bound)
+        return f"must be {words} {shown} (got {quoted(given)})"
     if field not in _DURATION_FIELDS:
         return f"must be {words} {_number(bound)}, not {_number(given)}"
     unset = ", or leave it out" if key == "gt" and bound == 0 else ""  # deadline: 0
@@ -226,8 +311,10 @@ def _seconds(value: float) -> str:
     return shown
 
 
-_NULL = "is null (YAML reads an empty value, ~ and null so)"
-_NULL_VALUE = ": give it a value (or leave it out, for its default)"
+NULL_MESSAGE = _NULL = "is null (YAML reads an empty value, ~ and null so)"
+"""What an error says of a null where a field takes a value, before what to do."""
+NULL_VALUE = _NULL_VALUE = ": give it a value (or leave it out, for its default)"
+"""What to do about a null where a field takes a plain value."""
 _NULL_SECTION = ": write its fields indented under it, on the lines below, or leave it out"
 
 

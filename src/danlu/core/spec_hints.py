@@ -158,14 +158,25 @@ def field_hint(name: str, section: str, kind: str) -> tuple[str | None, str | No
     return None, None if home is None else home.replace(_ANY_PARAMETER, _PARAMETER_SHOWN)
 
 
-def _spelt_nearly(plain: str, names: list[str]) -> str | None:
+def choice_hint(given: str, choices: list[str]) -> str | None:
+    """The one of an enumerated field's ``choices`` that ``given``, which is none of them,
+    was meant as: the same in lower case with ``_`` for ``-`` and blanks (``Grid``,
+    ``log-uniform``), or spelt nearly so (``fp23``, ``minimise``, ``succeded``); None for
+    text like none of them."""
+    plain = re.sub(r"[-\s]+", "_", given.strip().lower())
+    if plain in choices:
+        return plain
+    return _spelt_nearly(plain, choices, cutoff=0.7)  # a few choices: grit is grid
+
+
+def _spelt_nearly(plain: str, names: list[str], cutoff: float = 0.8) -> str | None:
     """The one of ``names`` that ``plain`` is a misspelling of: the same letters in another
     order (``trails``: ``trials``, not ``trial``), else the closest by difflib's ratio, at
-    least 0.8 (``paramaters``, ``metod``; ``gpuz`` is like no field)."""
+    least ``cutoff`` (0.8: ``paramaters``, ``metod``; ``gpuz`` is like no field)."""
     swapped = [n for n in names if len(n) == len(plain) and sorted(n) == sorted(plain)]
     if swapped:
         return swapped[0]
-    close = difflib.get_close_matches(plain, names, n=1, cutoff=0.8)
+    close = difflib.get_close_matches(plain, names, n=1, cutoff=cutoff)
     return close[0] if close else None
 
 

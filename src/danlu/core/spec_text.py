@@ -13,7 +13,7 @@ from typing import Any, overload
 import yaml
 
 from danlu.core.errors import SpecError
-from danlu.core.values import MAX_DEPTH
+from danlu.core.values import MAX_DEPTH, quoted, show_number
 
 
 def parse_text(text: str, is_json: bool) -> Any:
@@ -123,9 +123,18 @@ class WrittenFloat(float):
 
 def written_text(value: object) -> str:
     """How a value YAML read was written: the text of a :class:`WrittenInt` or
-    :class:`WrittenFloat`, else ``str(value)``."""
+    :class:`WrittenFloat`, else ``str(value)``; an integer of more digits than Python
+    converts to text (4,300), whose ``str`` raises ``ValueError``, by its magnitude
+    (:func:`~danlu.core.values.show_number`: ``1e+5000``), as :func:`quoted` shows it."""
     written = getattr(value, "written", None)
-    return written if isinstance(written, str) else str(value)
+    if isinstance(written, str):
+        return written
+    try:
+        return str(value)
+    except ValueError:
+        if not isinstance(value, int):
+            raise
+        return show_number(value)
 
 
 def type_name(value: object) -> str:
@@ -157,6 +166,22 @@ def yaml_kind(value: object) -> str:
     if isinstance(value, datetime.date):  # a datetime too: YAML reads 2024-01-01 as one
         return f"a date ({value})"
     return type_name(value)
+
+
+def given_words(value: object) -> str:
+    """What an error says was given where a field takes something else (``must be text, not
+    a list ([1])``), in YAML's words, not Python's (``True``, ``None``, ``dict``): text
+    quoted (``'abc'``); :func:`yaml_kind` with the value shown where the kind alone does not
+    say it (``a boolean (true)``, ``a list ([1, 2])``, ``a mapping ({'a': 1})``); a number,
+    a date and ``null`` as :func:`yaml_kind` says them."""
+    if isinstance(value, str):
+        return quoted(value)
+    kind = yaml_kind(value)
+    if isinstance(value, bool):
+        return f"{kind} ({str(value).lower()})"
+    if isinstance(value, list | tuple | dict):
+        return f"{kind} ({quoted(value)})"
+    return kind
 
 
 @overload

@@ -13,7 +13,8 @@ import re
 from typing import Any, Literal
 
 from danlu.core.errors import SpecError
-from danlu.core.values import quoted
+from danlu.core.spec_hints import choice_hint
+from danlu.core.spec_text import given_words
 
 Precision = Literal["fp32", "fp16", "bf16"]
 PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16")
@@ -34,8 +35,12 @@ def precision_name(value: Any, field: str = "--precision") -> Precision:
     :class:`SpecError` on ``field`` for anything else."""
     key = value.strip().lower() if isinstance(value, str) else None
     if key is None or key not in PRECISION_SPELLINGS:
+        meant = None if key is None else choice_hint(key, list(PRECISIONS))
+        hint = f" (did you mean {meant}?)" if meant is not None else ""
         raise SpecError(
-            field, f"{quoted(value)}: use fp32, fp16 or bf16 (in any case; 32 and 16 also)"
+            field,
+            f"{given_words(value)} is not one of fp32, fp16 or bf16{hint}; any case, and 32 "
+            "and 16, are taken too",
         )
     return PRECISION_SPELLINGS[key]
 
@@ -81,7 +86,7 @@ def optimizer_name(value: Any, field: str = "--optimizer") -> str:
         reason = f" ({why})" if why else ""
         raise SpecError(
             field,
-            f"{quoted(value)}{reason}: use one of {', '.join(sorted(OPTIMIZER_PRESETS))} or "
+            f"{given_words(value)}{reason}: use one of {', '.join(sorted(OPTIMIZER_PRESETS))} or "
             "the class name of a torch.optim optimizer (Adadelta); default "
             f"{DEFAULT_OPTIMIZER}",
         )

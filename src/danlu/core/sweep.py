@@ -63,7 +63,7 @@ from danlu.core.spec import (
     spec_error,
     valid_name,
 )
-from danlu.core.spec_text import type_name
+from danlu.core.spec_text import given_words
 from danlu.core.values import (
     MAX_INT,
     check_values,
@@ -311,8 +311,8 @@ class SweepSpec(_Strict):
             size = grid_size(self)
             if size > MAX_TRIALS:
                 raise ValueError(
-                    f"parameters: the grid has {size:,} combinations; at most {MAX_TRIALS:,}: "
-                    "list fewer values, or use method: random with trials"
+                    f"parameters: the grid has {show_number(size)} combinations; at most "
+                    f"{MAX_TRIALS:,}: list fewer values, or use method: random with trials"
                 )
         elif self.trials is None:
             raise ValueError(f"trials: {self.method} search needs how many trials to run, e.g. 20")
@@ -372,7 +372,7 @@ def parse_sweep(data: Any) -> SweepSpec:
     """Validate a mapping as a :class:`SweepSpec`, its trial as a job spec; errors name the
     field (``trial.resources.gpus`` for one of the trial's)."""
     if not isinstance(data, dict):
-        raise SpecError("", f"a sweep spec must be a mapping of fields, got {type_name(data)}")
+        raise SpecError("", f"a sweep spec must be a mapping of fields, got {given_words(data)}")
     if not data:
         raise SpecError(
             "", "the sweep spec is empty (no fields): write its name, trial and parameters"

@@ -1,4 +1,10 @@
-"""Byte sizes ("20GiB", "512MB", 1024) and durations ("2h", "1h30m", "04:00:00", 90)."""
+"""Byte sizes ("20GiB", "512MB", 1024) and durations ("2h", "1h30m", "04:00:00", 90).
+
+A size's unit, in any case: ``KiB``, ``MiB``, ``GiB``, ``TiB`` (``Ki``...) are powers of
+1024; ``KB``, ``MB``, ``GB``, ``TB`` and a bare ``K``, ``M``, ``G``, ``T`` powers of 1000
+(``80G`` is 80,000,000,000 bytes, as ``80GB``); no unit is bytes. Every size danlu reads
+(a job spec's, the cli's flags, ``DANLU_FAKE_GPUS``, ``DANLU_MAX_BODY_BYTES``) is read by
+:func:`parse_bytes`, so by this one rule (docs/api.md states it)."""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ from typing import NamedTuple, NoReturn
 
 from danlu.core.errors import SpecError
 from danlu.core.metric_record import MAX_TIME
+from danlu.core.spec_text import given_words
 from danlu.core.values import quoted, show_number
 
 _UNITS: dict[str, int] = {
@@ -51,7 +58,10 @@ def parse_bytes(value: int | float | str, field: str = "size") -> int:
     Raises :class:`SpecError` naming ``field`` when the value is not a size or is too large.
     """
     if isinstance(value, bool):
-        raise SpecError(field, "expected a byte size such as 20GiB or 21474836480, got a boolean")
+        raise SpecError(
+            field,
+            f"expected a byte size such as 20GiB or 21474836480, got {given_words(value)}",
+        )
     if isinstance(value, int | float):
         if value != value or value in (float("inf"), float("-inf")):
             raise SpecError(field, f"a size must be a finite number (got {value})")
@@ -60,14 +70,16 @@ def parse_bytes(value: int | float | str, field: str = "size") -> int:
         return _at_most_max(int(value), value, field)
     if not isinstance(value, str):
         raise SpecError(
-            field, f"expected a byte size such as 20GiB or 21474836480, got {type(value).__name__}"
+            field,
+            f"expected a byte size such as 20GiB or 21474836480, got {given_words(value)}",
         )
     match = _SIZE.match(value)
     if match is None or match.group(2).lower() not in _UNITS:
         raise SpecError(
             field,
             f"{quoted(value)} is not a byte size; write a number with an optional unit "
-            "(B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), e.g. 20GiB",
+            "(KiB, MiB, GiB, TiB: powers of 1024; KB, MB, GB, TB: of 1000; B or none: bytes), "
+            "e.g. 20GiB",
         )
     whole, _, fraction = match.group(1).partition(".")
     if len(whole.lstrip("0")) > _MAX_WHOLE_DIGITS:  # no int() of thousands of digits
@@ -162,7 +174,7 @@ def parse_duration(value: int | float | str, field: str = "duration") -> float:
     delay's mark in :func:`parse_time`, which takes it off first).
     """
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise SpecError(field, f"expected a duration, got {type(value).__name__}; {_DURATION_HELP}")
+        raise SpecError(field, f"expected a duration, got {given_words(value)}; {_DURATION_HELP}")
     if isinstance(value, int):
         return _seconds(value, value, field)
     if isinstance(value, float):

@@ -22,13 +22,16 @@ def quoted(value: Any, limit: int = 60) -> str:
     integer of more digits than Python converts to text (``sys.get_int_max_str_digits()``,
     4,300), whose ``repr`` raises ``ValueError``, is shown by its magnitude
     (:func:`show_number`: ``1e+5000``): the error naming the field was that bare
-    ``ValueError`` instead."""
+    ``ValueError`` instead; a list or mapping holding one as ``[...]`` or ``{...}``."""
     try:
         text = repr(value)
     except ValueError:
-        if not isinstance(value, int):
+        if isinstance(value, int):
+            text = show_number(value)
+        elif isinstance(value, list | tuple | dict):  # one holds such an integer
+            text = {list: "[...]", tuple: "(...)"}.get(type(value), "{...}")
+        else:
             raise
-        text = show_number(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
