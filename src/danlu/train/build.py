@@ -287,10 +287,12 @@ def init(
             adaptive=adaptive_batch,
             lr_scaling=lr_scaling,
             consistency_check=consistency_check,
+            sampler_settings={"shuffle": shuffle, "seed": seed, "drop_last": drop_last},
         )
         undo.pop_all()  # the context owns them now: ctx.close() ends them
 
     try:
+        checkpoints.claim_directory()  # a WARNING when another open context has it
         if resume and ctx.restore():
             log.info("resumed from the checkpoint of step %d", ctx.step_num)
         if env.global_batch_size is not None:

@@ -108,8 +108,9 @@ def check_init_args(
     a ``checkpoint_dir`` or ``metrics_file`` path not only blanks (it named a directory or
     file of blanks; as ``DANLU_CHECKPOINT_DIR`` and ``DANLU_METRICS_FILE`` are refused).
     The sampler's ``shuffle``, ``drop_last`` (switches) and ``seed`` (an integer) are checked
-    here too, with or without a ``dataset_size``: without one no sampler is built, and a
-    ``shuffle="no"`` went unnoticed until a later run gave the dataset's size. So are the
+    here too, with or without a ``dataset_size``: without one the sampler is built only by
+    the first ``ctx.batches`` (from ``len(dataset)``), and a ``shuffle="no"`` went unnoticed
+    until then. So are the
     switches ``async_checkpoint``, ``incremental_checkpoint`` and ``resume`` (``"no"`` was
     true: ``resume="no"`` resumed)."""
     whole_argument("seed", seed, None)

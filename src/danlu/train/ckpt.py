@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -201,12 +202,46 @@ class Checkpoints:
         )
         return out
 
+    def claim_directory(self) -> None:
+        """Note the directory as in use by this open run (``init`` calls it before
+        resuming), with a WARNING when another open one of this process checkpoints to the
+        same one (an ``init`` inside another's ``with``, both on ``DANLU_CHECKPOINT_DIR``):
+        this run resumes from that one's checkpoints, and each prunes the other's.
+        :meth:`close` gives it up."""
+        if self._manager is None or self.directory is None:
+            return
+        mine = _directory_key(self.directory)
+        if any(
+            other.directory is not None and _directory_key(other.directory) == mine
+            for other in list(_CLAIMED)
+        ):
+            log.warning(
+                "checkpoint directory %s is already in use by another open training context "
+                "of this process: this one resumes from its checkpoints and the two prune "
+                "each other's; give each context its own checkpoint_dir",
+                self.directory,
+            )
+        _CLAIMED.add(self)
+
     def close(self) -> None:
-        """Finish pending saves and release the manager."""
+        """Finish pending saves and release the manager (and the directory's claim)."""
+        _CLAIMED.discard(self)
         if self._manager is not None:
             self._manager.close()
             self._manager = None
             self.enabled = False
+
+
+_CLAIMED: weakref.WeakSet[Checkpoints] = weakref.WeakSet()
+"""The open :class:`Checkpoints` of this process that claimed their directory."""
+
+
+def _directory_key(directory: str) -> str:
+    """What two checkpoint directories compare by: a local one's absolute path, a URL as
+    it is (the engine's module is loaded: a manager exists)."""
+    from danlu.train.checkpoint.storage import local_directory
+
+    return local_directory(directory) or directory
 
 
 def state_api() -> Any:

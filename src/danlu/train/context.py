@@ -38,6 +38,7 @@ from danlu.train.data import (
     fetch,
     load_data_position,
     to_device,
+    waiting_position_problem,
 )
 from danlu.train.distributed import Distributed, unwrap
 from danlu.train.env import JobEnv
@@ -48,7 +49,7 @@ from danlu.train.goodput import (
     stored_probes,
 )
 from danlu.train.part_states import Parse, parse_parts
-from danlu.train.preempt import Preemption
+from danlu.train.preempt import Preempted, Preemption
 from danlu.train.recovery import Recovery
 from danlu.train.report import MetricsReporter, Progress
 from danlu.train.step import LossFn, StepEngine, StepResult
@@ -90,6 +91,7 @@ class TrainContext(Recovery, BatchChanges):
         adaptive: AdaptiveBatch | None,
         lr_scaling: str,
         consistency_check: bool,
+        sampler_settings: dict[str, Any] | None = None,
     ) -> None:
         self.env = env
         self.distributed = distributed
@@ -106,6 +108,17 @@ class TrainContext(Recovery, BatchChanges):
         self.progress = progress
         self.preemption = preemption
         self.sampler = sampler
+        self._sampler_settings: dict[str, Any] = dict(sampler_settings or {})
+        """``shuffle``, ``seed`` and ``drop_last`` of the sampler :meth:`batches` builds from
+        ``len(dataset)`` when ``init`` had no ``dataset_size``."""
+        self._waiting_position: dict[str, Any] | None = None
+        """The data position while the run has no sampler (no ``dataset_size``, and no
+        :meth:`batches` yet): a restored checkpoint's, then :meth:`epochs`' epoch count. The
+        sampler :meth:`batches` builds starts from it (a checkpoint of another dataset size
+        refused there); checkpoints keep it until then."""
+        self._resumed_without_sampler = False
+        """Whether :meth:`restore` loaded a checkpoint while the run had no sampler."""
+        self._told_position_unused = False  # a WARNING said a step does not use it
         self.adaptive = adaptive
         self.goodput: GoodputTuner | None = None
         """The goodput tuner of a ``"goodput"`` adaptive batch (None otherwise)."""
@@ -157,8 +170,12 @@ class TrainContext(Recovery, BatchChanges):
     # ------------------------------------------------------------------ data
     @property
     def epoch(self) -> int:
-        """The current epoch (0 without a sampler)."""
-        return self.sampler.epoch if self.sampler is not None else 0
+        """The current epoch: the sampler's; before :meth:`batches` built one (no
+        ``dataset_size``), :meth:`epochs`' count (a restored checkpoint's epoch at first)."""
+        if self.sampler is not None:
+            return self.sampler.epoch
+        waiting = self._waiting_position
+        return int(waiting["epoch"]) if waiting is not None else 0
 
     def epochs(self, n: int) -> Iterator[int]:
         """Yield the epochs still to run out of ``n`` (resumes mid-epoch after a restart).
@@ -172,11 +189,14 @@ class TrainContext(Recovery, BatchChanges):
         epoch came again before: with the rest of its batches after a ``break``, and for
         ever with the script's own loader."""
         n = whole_argument("epochs", n, 0)
-        sampler = self._need_sampler()
         self._target_epochs = n if n > 0 else None
-        while sampler.epoch < n:
-            yield sampler.epoch
-            sampler.next_epoch()
+        while (epoch := self.epoch) < n:
+            yield epoch
+            if self.sampler is not None:  # built now, or by batches() in the body
+                self.sampler.next_epoch()
+            else:  # no dataset yet (the script's own loader): the count, kept in checkpoints
+                self._waiting_position = {**(self._waiting_position or {}), "epoch": epoch + 1}
+                self._waiting_position["offset"] = 0
 
     def stop_at_step(self, n: int | None) -> None:
         """Say the loop ends at step ``n`` (``None``: no bound), as ``fit(max_steps=n)`` does:
@@ -197,8 +217,11 @@ class TrainContext(Recovery, BatchChanges):
         on the others when it does not divide), so adaptive growth takes effect at once;
         :meth:`step` commits each batch to the sampler. The batches' tensors are on the model's
         device (a GPU's when the job has one).
+
+        Without ``init``'s ``dataset_size`` the first call builds the sampler from
+        ``len(dataset)`` (:meth:`_sampler_for`), at a restored checkpoint's data position.
         """
-        sampler = self._need_sampler()
+        sampler = self.sampler if self.sampler is not None else self._sampler_for(dataset)
         sampler.check_dataset(dataset)  # another size than dataset_size is refused
         d = self.distributed
         on_cpu = d.device.type == "cpu"
@@ -222,13 +245,55 @@ class TrainContext(Recovery, BatchChanges):
         count) until :meth:`step` consumes it."""
         return self._current
 
-    def _need_sampler(self) -> ElasticSampler:
-        if self.sampler is None:
+    def _sampler_for(self, dataset: Any) -> ElasticSampler:
+        """Build the run's sampler for ``dataset`` of ``len(dataset)`` samples, with
+        ``init``'s ``shuffle``, ``seed`` and ``drop_last``, at :attr:`_waiting_position`
+        (a restored checkpoint's data position: a checkpoint of another dataset size is a
+        :class:`ConfigError` naming both sizes, and no sampler is kept). Before, ``ctx.batches``
+        without ``init(dataset_size=...)`` was a ConfigError asking for it."""
+        try:
+            size: int | None = len(dataset)
+        except TypeError:
+            size = None
+        # every rank's, so that all of them raise alike (one alone left the others waiting)
+        sizes = self.distributed.all_gather_object(size)
+        if size is None or None in sizes:
             raise ConfigError(
-                "pass dataset_size=len(dataset) to danlu.train.init() to use "
-                "ctx.epochs()/ctx.batches()"
+                f"ctx.batches() needs the dataset's size, and a {type(dataset).__name__} has "
+                "no len() (an IterableDataset?) on rank "
+                f"{sizes.index(None) if None in sizes else self.distributed.rank}: pass "
+                "dataset_size=N to danlu.train.init(), or iterate it yourself and call "
+                "ctx.step(batch, loss_fn)"
             )
-        return self.sampler
+        if len(set(sizes)) > 1:
+            raise ConfigError(
+                f"ctx.batches() got datasets of different sizes on the ranks ({sizes}, in "
+                "rank order): the sampler shares one dataset's samples out between the ranks; "
+                "give every rank the whole dataset (or pass dataset_size=N to "
+                "danlu.train.init())"
+            )
+        if size == 0:
+            raise ConfigError("ctx.batches() got an empty dataset (len(dataset) == 0)")
+        sampler = ElasticSampler(size, **self._sampler_settings)
+        waiting = self._waiting_position
+        if waiting is not None or self._resumed_without_sampler:
+            try:
+                load_data_position(sampler, waiting)
+            except ConfigError as exc:
+                raise ConfigError(
+                    f"ctx.batches() cannot go on from the checkpoint's data position: {exc}"
+                ) from None
+        self.sampler, self._waiting_position = sampler, None
+        return sampler
+
+    def _say_position_unused(self) -> None:
+        """WARN, once, that a resumed run without a sampler trains on batches of its own:
+        the rest of the restored checkpoint's epoch (its samples done) goes unused."""
+        waiting = self._waiting_position
+        if self._told_position_unused or waiting is None or not waiting.get("offset"):
+            return
+        self._told_position_unused = True
+        load_data_position(None, waiting)
 
     # ------------------------------------------------------------------ step
     def step(self, data: Any, loss_fn: LossFn) -> StepResult:
@@ -245,6 +310,8 @@ class TrainContext(Recovery, BatchChanges):
         self._current = None
         if lb is None and self.distributed.device.type != "cpu":  # batches() moved its own
             data = to_device(data, self.distributed.device)
+        if lb is None and self.sampler is None and self._resumed_without_sampler:
+            self._say_position_unused()
         real = lb.real if lb is not None else None
         glob = lb.global_real if lb is not None else None
         # only runs with a goodput tuner or a gradient-noise estimator probe
@@ -361,8 +428,13 @@ class TrainContext(Recovery, BatchChanges):
     # ------------------------------------------------------------------ state
     def data_state(self) -> dict[str, Any]:
         """Everything besides model/optimizer/scheduler/scaler that a resume needs."""
+        waiting = self._waiting_position
         return {
-            "sampler": self.sampler.state_dict() if self.sampler is not None else None,
+            "sampler": (
+                self.sampler.state_dict()
+                if self.sampler is not None
+                else (dict(waiting) if waiting is not None else None)
+            ),
             "batch": self.batch.state_dict(),
             "lr": self.lr.state_dict(),
             "anomaly": self.anomaly.state_dict() if self.anomaly is not None else None,
@@ -496,6 +568,11 @@ class TrainContext(Recovery, BatchChanges):
         except ValueError as exc:
             problem = f"{exc} (the checkpoint is damaged)"
             raise api.resume_refused(step, where, problem) from None
+        saved_position = run.data_state.get("sampler")
+        if self.sampler is None and isinstance(saved_position, dict):  # its size: at batches()
+            damage = waiting_position_problem(saved_position, **self._sampler_settings)
+            if damage is not None:
+                raise api.resume_refused(step, where, damage)
         gns = self._gradient_noise
         parsers: dict[str, Parse | None] = {  # the order they load in
             "batch": self.batch.parse_state_dict,
@@ -530,7 +607,13 @@ class TrainContext(Recovery, BatchChanges):
             load()
         ds = run.data_state
         # everything read and checked (the data position by restore_state): the context's own
-        load_data_position(self.sampler, ds.get("sampler"))  # one side only: a WARNING
+        if self.sampler is not None:
+            load_data_position(self.sampler, ds.get("sampler"))  # none saved: a WARNING
+        else:  # the sampler batches() builds starts from it
+            self._waiting_position = (
+                dict(saved_position) if isinstance(saved_position, dict) else None
+            )
+            self._resumed_without_sampler = True
         self.step_num = run.step
         self._saved_step = self.step_num  # the checkpoint of this step exists
         self.history, self.extra = run.history, run.extra
@@ -554,7 +637,18 @@ class TrainContext(Recovery, BatchChanges):
     def __enter__(self) -> TrainContext:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        """Close the context. Left by the preemption exit of another context open inside
+        this one (a second ``init`` in this ``with`` block that stepped first after a
+        SIGTERM, which reached both), this one writes its preemption checkpoint first, at
+        its last step (before, it closed without one and its run lost the steps since its
+        last checkpoint); on every rank, as the ranks agreed on the stop. A context left
+        otherwise (its block's end, any other exception) writes none."""
+        if isinstance(exc, Preempted) and not self._closed:
+            try:
+                self._preemption_checkpoint()
+            finally:
+                self.close()
         self.close()
 
     def close(self) -> None:

@@ -324,12 +324,36 @@ _DAMAGED = (
 )
 
 
+def waiting_position_problem(
+    saved: Mapping[str, Any], *, shuffle: bool, seed: int, drop_last: bool
+) -> str | None:
+    """Why a checkpoint's data position ``saved`` is damaged, or None, for a run whose
+    sampler is not built yet (no ``dataset_size``: :meth:`~danlu.train.context.TrainContext.batches`
+    builds it from ``len(dataset)``): everything :meth:`ElasticSampler.resume_problem` checks
+    but the dataset size, checked against the size the position itself names (an epoch count
+    without one, as ``ctx.epochs`` keeps it before a sampler exists, against none). The
+    size is compared when the sampler is built."""
+    size = saved.get("n", max(1, _whole_or_zero(saved.get("offset"))))
+    try:
+        probe = ElasticSampler(size, shuffle=shuffle, seed=seed, drop_last=drop_last)
+    except ConfigError:
+        return f"the sampler state's n {size!r} is no dataset size: {_DAMAGED}"
+    return probe.resume_problem(saved)
+
+
+def _whole_or_zero(value: Any) -> int:
+    """``value`` when it is an integer (not a bool) >= 0, else 0 (left to be refused)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def load_data_position(sampler: ElasticSampler | None, saved: Mapping[str, Any] | None) -> None:
     """Resume ``sampler`` (a run's, None without ``dataset_size``) from a checkpoint's
     ``saved`` sampler state (None: written by a run without one). When only one side has a
     sampler a WARNING says what happens: a run with one over a checkpoint without starts
-    its data at the beginning of epoch 0; a run without one drops the checkpoint's position
-    (it reads its data its own way)."""
+    its data at the beginning of epoch 0; a run without one (no ``dataset_size``, whose
+    first step trains on a batch of the script's own loader, not of ``ctx.batches``, before
+    ``ctx.batches`` built a sampler) drops the checkpoint's position (it reads its data its
+    own way)."""
     if sampler is not None and saved is not None:
         sampler.load_state_dict(dict(saved))
     elif sampler is not None:
@@ -340,8 +364,9 @@ def load_data_position(sampler: ElasticSampler | None, saved: Mapping[str, Any] 
     elif saved is not None:
         log.warning(
             "the checkpoint's data position (epoch %s, %s samples of it done) is not used: "
-            "this run has no dataset_size (give the one the checkpoint's run had, %s, to "
-            "resume where it stopped)",
+            "this run has no dataset_size and trains on batches of its own, not of "
+            "ctx.batches(dataset) (take them from ctx.batches, or give the dataset_size the "
+            "checkpoint's run had, %s, to resume where it stopped)",
             saved.get("epoch"),
             saved.get("offset"),
             saved.get("n"),

@@ -17,6 +17,12 @@ from danlu.train.distributed import Distributed
 from danlu.train.env import PREEMPTED_EXIT_CODE
 
 
+class Preempted(SystemExit):
+    """The exit of a preempted context (its code :data:`PREEMPTED_EXIT_CODE`): a
+    ``SystemExit`` as before, told apart so that another context open around the one that
+    raised it checkpoints as it is left (every rank alike: the ranks agreed on the stop)."""
+
+
 class Preemption:
     """Installs a SIGTERM handler (main thread only) and answers "should we stop now?".
 
@@ -41,6 +47,7 @@ class Preemption:
         if install and threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGTERM, self._on_signal)
             self._installed = True
+            _INSTALLED.append(self)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.requested = True
@@ -69,8 +76,24 @@ class Preemption:
         """Restore the previous SIGTERM handler. One that Python cannot give back (installed
         by C code, a launcher's MPI library say: ``signal.signal`` returned None for it) is
         replaced by the default action; passing None back raised ``TypeError`` from
-        ``close``, and a preempted job exited 1 (a failure) instead of 75."""
-        if self._installed:
-            previous = signal.SIG_DFL if self._previous is None else self._previous
-            signal.signal(signal.SIGTERM, previous)
-            self._installed = False
+        ``close``, and a preempted job exited 1 (a failure) instead of 75.
+
+        One closed while another, installed after it, is still open (two nested contexts
+        left out of order: the outer one's preemption exit ran through the inner one's
+        ``with``) is taken out of that one's chain instead: restoring its own previous
+        handler dropped the open one's, and once both closed the closed outer one's was
+        left installed, so a later SIGTERM only set a flag nobody read."""
+        if not self._installed:
+            return
+        self._installed = False
+        _INSTALLED.remove(self)
+        later = next((p for p in _INSTALLED if p._previous == self._on_signal), None)
+        if later is not None:  # it passes the signal on to ours: to our previous one now
+            later._previous = self._previous
+            return
+        previous = signal.SIG_DFL if self._previous is None else self._previous
+        signal.signal(signal.SIGTERM, previous)
+
+
+_INSTALLED: list[Preemption] = []
+"""The :class:`Preemption` objects whose SIGTERM handler is installed, oldest first."""
