@@ -63,48 +63,20 @@ from danlu.sched.project_usage import (
 from danlu.sched.quota import QuotaPolicy
 from danlu.sched.view import ClusterView, JobStatus, Plan
 from danlu.sim.admission import admit
+from danlu.sim.clock import tick_after as _tick_after  # (also its old import path)
 from danlu.sim.config import SimConfig
 from danlu.sim.elastic import ApplicationProfile, OutOfProfileError
 from danlu.sim.failures import FAIL, MOST_FRUITLESS_FAILURES, NODE, OutageEvent, Outages, StallWatch
 from danlu.sim.metrics import PENDING, RUNNING, SimResult, Timeline
+from danlu.sim.sharing import MIN_RATE as MIN_RATE  # (also danlu.sim.engine.MIN_RATE)
+from danlu.sim.sharing import GpuSharers
 from danlu.sim.sim_inputs import check_named_models, check_simulator_inputs
 from danlu.sim.simjob import SimJob, job_record, rejected_records
 from danlu.sim.stuck import StuckRule
-from danlu.sim.workload import MOST_SECONDS, Workload
+from danlu.sim.workload import Workload
 
 _BY_SEQ = operator.attrgetter("request.seq")
 _SEQ = operator.attrgetter("seq")
-MIN_RATE = 1e-6
-"""The slowest a shared job runs, however many neighbours it has (a product of measured
-rates, which could otherwise reach 0)."""
-
-
-def _tick_after(instant: float, interval: float) -> float:
-    """The first tick of the interval grid (0, ``interval``, 2 ``interval``, ...) after
-    ``instant``, which may itself be off the grid (an event round's or a failure's); always
-    after ``instant``. :class:`ConfigError` when floats at ``instant`` are too far apart for
-    a step of ``interval`` to reach a later one (the clock would stop there for ever); past
-    :data:`~danlu.sim.workload.MOST_SECONDS` it says the times are not seconds instead."""
-    tick = (math.floor(instant / interval) + 1) * interval
-    if tick > instant:
-        return tick
-    tick += interval  # the product rounded down onto the instant
-    if tick > instant:
-        return tick
-    if instant > MOST_SECONDS:  # no interval helps: a workload's times are not seconds
-        raise ConfigError(
-            f"the simulated clock reached {instant:g} s, over 30,000 years, where times are "
-            f"{math.ulp(instant):g} s apart and the --interval of {interval:g} s cannot "
-            "advance it: the workload's times are not seconds (milliseconds or "
-            "nanoseconds?); give its submission times and durations in seconds"
-        )
-    raise ConfigError(
-        f"interval (--interval) {interval:g} s is too short to advance the simulated clock "
-        f"at {instant:g} s (times there are {math.ulp(instant):g} s apart); use an interval "
-        f"of at least {2 * math.ulp(instant):g} s"
-    )
-
-
 ProgressCallback = Callable[[float, int, int], None]
 """Called as ``(sim_time, finished_jobs, total_jobs)`` while a simulation runs."""
 
@@ -157,11 +129,8 @@ class Simulator:
         self._failed: list[SimJob] = []
         """The jobs the engine failed after their submission (also in ``_rejected``)."""
         self._heap: list[tuple[float, int, str, int]] = []
-        self._sharers: dict[int, dict[str, SimJob]] = {}
-        """With an interference model: the jobs on each GPU (flat index) that asks for part
-        of a GPU, by id."""
-        self._touched: set[int] = set()
-        """GPUs whose sharers changed since their rates were last set."""
+        self._sharers = GpuSharers(self.config.interference, self._offsets)
+        """With an interference model: the jobs that share each GPU, and their speeds."""
         self._events: list[Event] = []
         self._timeline = Timeline()
         self._rounds = 0
@@ -222,7 +191,7 @@ class Simulator:
         if not alloc:
             raise PlacementError(f"policy started {job.id} on an empty allocation")
         self._take(alloc, +1, job.id)
-        self._share(job, alloc, +1)
+        self._sharers.share(job, alloc, +1)
         now = self._now
         job.allocation = alloc
         job.last_start = now
@@ -248,7 +217,7 @@ class Simulator:
 
     def _release(self, job: SimJob, at: float) -> None:
         self._take(job.allocation, -1, job.id)
-        self._share(job, job.allocation, -1)
+        self._sharers.share(job, job.allocation, -1)
         assert job.last_start is not None
         held = max(0.0, at - job.last_start)
         if self._usage is not None:
@@ -348,50 +317,12 @@ class Simulator:
         job.end_time = at
         self._finished.append(job)
 
-    def _share(self, job: SimJob, alloc: Allocation, sign: int) -> None:
-        """With an interference model, record that ``job`` joins (+1) or leaves (-1) the
-        GPUs of ``alloc`` when it asks for part of a GPU or holds part of one."""
-        if self.config.interference is None:
-            return
-        if not job.request.shares_gpu and all(s.milli >= MILLI_PER_GPU for s in alloc.shares):
-            return
-        for share in alloc.shares:
-            index = self._offsets[share.node] + share.gpu
-            on_gpu = self._sharers.setdefault(index, {})
-            if sign > 0:
-                on_gpu[job.id] = job
-            else:
-                on_gpu.pop(job.id, None)
-                if not on_gpu:
-                    del self._sharers[index]
-            self._touched.add(index)
-
     def _rerate(self, at: float) -> None:
-        """Set, from ``at``, the speed of every job on a GPU whose sharers changed, and
-        reschedule a rigid job's completion when its speed changed. A job on several GPUs
-        runs at the speed of its slowest one."""
-        model = self.config.interference
-        touched, self._touched = self._touched, set()
-        if model is None:
-            return
-        jobs = {
-            job_id: job
-            for index in sorted(touched)
-            for job_id, job in sorted(self._sharers.get(index, {}).items())
-        }
-        for job in jobs.values():
-            progress = job.progress
-            rate = 1.0
-            for share in job.allocation.shares:
-                on_gpu = self._sharers.get(self._offsets[share.node] + share.gpu, {})
-                others = [(o.model, o.request.family) for i, o in on_gpu.items() if i != job.id]
-                rate = min(rate, model.rate((job.model, job.request.family), others))
-            rate = min(1.0, max(rate, MIN_RATE))
-            if rate == progress.rate:
-                continue
-            progress.set_rate(at, rate)
-            if not progress.stepwise:  # closed-form: its completion moves
-                self._schedule_end(job)
+        """Set, from ``at``, the speed of every job on a GPU whose sharers changed
+        (:meth:`~danlu.sim.sharing.GpuSharers.rerate`) and move the completions of the
+        rigid jobs whose speed changed."""
+        for job in self._sharers.rerate(at):
+            self._schedule_end(job)
 
     def _completions(
         self, instant: float, stepwise: list[tuple[float, int, SimJob]]
@@ -526,7 +457,7 @@ class Simulator:
         self._rounds += 1
         plan = self.policy.schedule(view)
         started = self._apply(plan)
-        if self._touched:
+        if self._sharers.touched:
             self._rerate(self._now)
         return bool(started or plan.preempts or plan.rebatches), plan.recheck_at
 
@@ -632,7 +563,7 @@ class Simulator:
                 self._complete(job, finish)
                 self._record(finish, measure_fragmentation=False)
                 changed = True
-                if self._touched:
+                if self._sharers.touched:
                     self._rerate(finish)
             self._now = instant
             # else an event round's or a failure's instant, which may come after ticks
@@ -646,7 +577,7 @@ class Simulator:
                     if down and self._fail(event):
                         changed = True
                     changed = changed or (not down and bool(self._pending))
-                if self._touched:
+                if self._sharers.touched:
                     self._rerate(instant)
 
             while (

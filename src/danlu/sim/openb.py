@@ -229,6 +229,13 @@ def _unique_name(
     return name
 
 
+_NO_GPU_NODE = (
+    "no node has a GPU (every gpu count is 0), so no GPU pod can be placed; give a node list "
+    "with GPU nodes (as openb_node_list_gpu_node.csv)"
+)
+"""Why a node list without GPUs is refused, and the fix."""
+
+
 def load_nodes(path: str | Path) -> list[ShareNode]:
     """Read an openb node list (``sn,cpu_milli,memory_mib,gpu,model``)."""
     path = Path(path)
@@ -257,6 +264,8 @@ def load_nodes(path: str | Path) -> list[ShareNode]:
         )
     if not nodes:
         raise DataError(f"{path}: no nodes")
+    if not any(node.num_gpu > 0 for node in nodes):
+        raise DataError(f"{path}: {_NO_GPU_NODE}")
     return nodes
 
 
@@ -588,7 +597,7 @@ def _run_checked_seed(
     )
     capacity = cluster.total_gpu_milli
     if capacity == 0:
-        raise ConfigError("the node list has no GPUs")
+        raise ConfigError(f"the node list: {_NO_GPU_NODE}")
     target = load * 100.0
     order = order_rng.permutation(len(requests))
     arrived = 0

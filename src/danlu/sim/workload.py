@@ -152,15 +152,19 @@ def detect_format(header: list[str], path: Path | None = None) -> str:
     if matched:
         return matched[0]
     described = "; ".join(f"{n}: {','.join(sorted(c))}" for n, c in FORMATS.items())
-    node_list = ""  # a node list holds no jobs: say so, and which command reads it
+    hint = ""  # a node list holds no jobs, JSON is no CSV: say so, and what reads it
     if columns.issuperset(NODE_COLUMNS):
-        node_list = (
+        hint = (
             "; this looks like an openb node list (a cluster's nodes, no jobs): "
             "`danlu sim pack --nodes` reads it"
         )
+    elif header and header[0].lstrip().startswith(("[", "{")):
+        hint = (
+            "; this looks like JSON: a workload is a CSV file whose first line names the "
+            "columns (as examples/workloads/two-teams.csv)"
+        )
     raise DataError(
-        f"{where}unrecognised workload columns {sorted(columns)}; expected one of "
-        f"{described}{node_list}"
+        f"{where}unrecognised workload columns {sorted(columns)}; expected one of {described}{hint}"
     )
 
 
@@ -507,7 +511,8 @@ def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, st
             except ValueError:
                 raise DataError(
                     f"{p}:{line}: column 'timestamp' must be an ISO date-time, "
-                    f"got {row['timestamp']!r}"
+                    f"got {row['timestamp']!r}; write it as 2017-10-09 07:01:55 (UTC unless "
+                    "it has an offset), or give seconds in the danlu format's submit_time"
                 ) from None
             gpus = _whole_number(row, "num_gpus", p, line, 0, MAX_GPUS)
             team = (row.get("cluster") or "").strip() or "default"  # its virtual cluster
