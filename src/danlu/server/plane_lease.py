@@ -14,6 +14,18 @@ to a plane of another home, which would launch every running job again. A plane 
 the lease where another home's jobs still hold GPUs gives it back (:func:`foreign_runs`); so
 does one where the lease names no home (a database a danlu before revision 0028 ran) and no
 running job's run is recorded under its own home.
+
+The lease's expiry is a wall-clock time (:mod:`danlu.server.services.locks`), the only
+clock planes on several hosts have in common: they need clocks that agree within the
+lease's TTL (NTP). A holder renews the lease with its token whatever its expiry says, so a
+step of its own clock ahead loses it nothing, and its next renewal undoes a step back. A
+dead holder's lease whose expiry a step back (on the host that reads it) or a clock running
+ahead (on the host that wrote it) put far off is taken over once no one renewed it for
+:data:`LEASE_WAIT_CAP` seconds (:class:`LeaseWatch`), its job locks released with it
+(:func:`take_over`): by a starting plane (:func:`take_scheduler_lease`), and by a running
+one that does not hold the lease (:meth:`~danlu.server.reconcile.Reconciler.run_once`).
+A step of a reading host's clock ahead makes a live holder's lease look expired there:
+that host's plane takes it over, and the holder stops acting (it says so in its log).
 """
 
 from __future__ import annotations
@@ -136,19 +148,33 @@ def take_lease(session: Session, token: str, owner: str, ttl: float, t: float) -
     holder = read_holder(session)
     if holder.token is None or not dead_here(holder.owner):
         return took
-    values = {"lock_token": token, "lock_expires_at": t + ttl, "lock_owner": owner}
-    if not locks.update_if_token(session, Lease, LEASE, holder.token, values):
+    if not take_over(session, holder, token, owner, ttl, t):
         return took
-    # The dead leader's job locks would otherwise block us until they expire.
-    session.execute(
-        update(Job)
-        .where(Job.lock_owner == holder.owner)
-        .values(lock_token=None, lock_expires_at=None, lock_owner=None)
-        .execution_options(synchronize_session=False)
-    )
-    session.commit()
     log.info("reconcile: took the lease over from %s (no longer running)", holder.owner)
     return locks.LeaseTake.TAKEN
+
+
+def take_over(
+    session: Session, holder: Holder, token: str, owner: str, ttl: float, t: float
+) -> bool:
+    """Take the ``scheduler`` lease from ``holder``, unexpired but known to act no more, with
+    ``token``, and release the job locks of its process (they would block this plane until
+    they expire); whether it was still ``holder``'s to take. Commits."""
+    if holder.token is None:
+        return False
+    values = {"lock_token": token, "lock_expires_at": t + ttl, "lock_owner": owner}
+    if not locks.update_if_token(session, Lease, LEASE, holder.token, values):
+        session.rollback()
+        return False
+    if holder.owner is not None:
+        session.execute(
+            update(Job)
+            .where(Job.lock_owner == holder.owner)
+            .values(lock_token=None, lock_expires_at=None, lock_owner=None)
+            .execution_options(synchronize_session=False)
+        )
+    session.commit()
+    return True
 
 
 def recorded_here(home: Path, job_ids: Iterable[str]) -> bool:
@@ -219,8 +245,12 @@ def take_scheduler_lease(
 
     A lease another plane holds is waited for until it lapses (its expiry, at most
     :data:`LEASE_WAIT_CAP` seconds away, plus :data:`LEASE_GRACE`); a live holder renews it
-    meanwhile, and the start is refused. A holder that was a process of this host that is
-    gone (the same home's plane, ``kill -9``'d) is taken over at once. A database whose
+    meanwhile, and the start is refused. One whose expiry lay further ahead than that and
+    that no one renewed while this plane waited :data:`LEASE_WAIT_CAP` seconds is taken
+    over then: its plane is gone, and its expiry was written before a step of the clock
+    back (or on a host whose clock runs ahead), which held it that much longer; an
+    operator's restart was refused for it. A holder that was a process of this host that
+    is gone (the same home's plane, ``kill -9``'d) is taken over at once. A database whose
     running jobs were launched from another home is refused too (:func:`foreign_runs`).
     Raises :class:`ConfigError` naming the holder, or that home, and the fix."""
     token = secrets.token_hex(16)
@@ -229,6 +259,7 @@ def take_scheduler_lease(
     home = plane_home(settings)
     shown = db.engine.url.render_as_string(hide_password=True)
     deadline: float | None = None
+    watch = LeaseWatch()
     while True:
         t = clock()
         with db.session() as session:
@@ -236,7 +267,10 @@ def take_scheduler_lease(
             if took is locks.LeaseTake.HELD:
                 holder = read_holder(session)
                 refusal = None
-            else:
+                if watch.unrenewed(holder, t) and take_over(session, holder, token, owner, ttl, t):
+                    log_unrenewed(holder, t, f"the database {shown}")
+                    took = locks.LeaseTake.TAKEN
+            if took is not locks.LeaseTake.HELD:
                 refusal = foreign_runs(session, home, Path(settings.home).resolve())
                 if refusal is None:
                     record_home(session, token, home)
@@ -264,6 +298,44 @@ def take_scheduler_lease(
         sleep(min(LEASE_POLL, max(deadline - t, 0.01)))
 
 
+class LeaseWatch:
+    """Watches the ``scheduler`` lease another plane holds, on a clock of the watcher's (a
+    steady one, where it has one): a holder that renews it changes its row every pass, so a
+    row no one changed for :data:`LEASE_WAIT_CAP` seconds, yet unexpired, has a dead holder
+    whose expiry a step of the clock (or a host whose clock runs ahead) put far off. (A
+    plane renews its lease every ``DANLU_INTERVAL`` seconds: one of an interval longer than
+    :data:`LEASE_WAIT_CAP` would be taken for dead.)"""
+
+    def __init__(self) -> None:
+        self._seen: tuple[Holder, float] | None = None
+
+    def unrenewed(self, holder: Holder, steady: float) -> bool:
+        """Whether ``holder`` (read at ``steady``, seconds) is the row this watch saw
+        :data:`LEASE_WAIT_CAP` seconds or more before, unchanged."""
+        if self._seen is None or self._seen[0] != holder:
+            self._seen = (holder, steady)
+            return False
+        return steady - self._seen[1] >= LEASE_WAIT_CAP
+
+    def forget(self) -> None:
+        """Drop what was seen (this plane holds the lease)."""
+        self._seen = None
+
+
+def log_unrenewed(holder: Holder, t: float, where: str) -> None:
+    """Log that ``holder``'s lease (of ``where``) is taken over (or, before an upgrade, let
+    be): no one renewed it (:class:`LeaseWatch`) though its expiry lay far ahead at ``t``."""
+    log.warning(
+        "%s: no one renewed the scheduler lease %s holds in %.0f s, though it was to last "
+        "%.0f s more (written before this host's clock was set back, or by a host whose "
+        "clock runs that much ahead): that plane is gone, and its lease is taken over",
+        where,
+        holder.describe(),
+        LEASE_WAIT_CAP,
+        (holder.expires_at or t) - t,
+    )
+
+
 def wait_before_upgrading(
     db_url: str,
     *,
@@ -274,12 +346,15 @@ def wait_before_upgrading(
     an older revision of this danlu whose ``scheduler`` lease is held (unexpired, its holder
     not a process of this host that is gone) is used by a plane of an older danlu, which
     could not start on it again once migrated. Waits for the lease to lapse as
-    :func:`take_scheduler_lease` does, and raises :class:`ConfigError` naming the holder and
-    the fix when it is renewed. Reads the lease's columns of revision 0001, which every
-    revision has. Call before :func:`~danlu.server.db.upgrade_database`."""
+    :func:`take_scheduler_lease` does (one that no one renewed while it waited
+    :data:`LEASE_WAIT_CAP` seconds, its expiry further ahead, lapsed too), and raises
+    :class:`ConfigError` naming the holder and the fix when it is renewed. Reads the lease's
+    columns of revision 0001, which every revision has. Call before
+    :func:`~danlu.server.db.upgrade_database`."""
     engine = make_engine(db_url)
     shown = engine.url.render_as_string(hide_password=True)
     deadline: float | None = None
+    watch = LeaseWatch()
     try:
         try:
             revision = known_older_revision(engine)
@@ -293,12 +368,19 @@ def wait_before_upgrading(
             t = clock()
             with engine.connect() as conn:
                 row = conn.execute(
-                    text("SELECT lock_owner, lock_expires_at FROM leases WHERE id = :name"),
+                    text(
+                        "SELECT lock_token, lock_owner, lock_expires_at FROM leases "
+                        "WHERE id = :name"
+                    ),
                     {"name": LEASE},
                 ).one_or_none()
             if row is None or row.lock_expires_at is None or row.lock_expires_at < t:
                 return
             if dead_here(row.lock_owner):
+                return
+            holder = Holder(row.lock_token, row.lock_owner, row.lock_expires_at, None)
+            if watch.unrenewed(holder, t):
+                log_unrenewed(holder, t, f"upgrading the database {shown}")
                 return
             if deadline is None:
                 deadline = min(row.lock_expires_at, t + LEASE_WAIT_CAP) + LEASE_GRACE

@@ -69,7 +69,9 @@ from danlu.server.loops import ClockSteps, PassErrors, PeriodicLoop, steady_cloc
 from danlu.server.metrics import ServerMetrics
 from danlu.server.plane_lease import (
     LEASE,
+    LeaseWatch,
     foreign_runs,
+    log_unrenewed,
     owner_id,
     plane_home,
     read_holder,
@@ -77,6 +79,7 @@ from danlu.server.plane_lease import (
     release_scheduler_lease,
     scheduler_lease_ttl,
     take_lease,
+    take_over,
 )
 from danlu.server.polling import PollStep
 from danlu.server.purge import Purger
@@ -106,9 +109,6 @@ class RoundReport(upkeep.Upkeep):
     """How the executor's nodes changed: ``+name`` joined, ``-name`` left, ``~name`` changed."""
     purged: list[str] = field(default_factory=list)
     """Finished jobs whose metrics, logs and checkpoints the retention deleted."""
-    errors: list[str] = field(default_factory=list)
-    """What the pass met and went on from (``"STEP JOB: why"``): logged by the loop
-    (:class:`~danlu.server.loops.PassErrors`) and counted in ``danlu_reconcile_errors_total``."""
 
 
 class _LeaseLost(DanluError):
@@ -237,6 +237,9 @@ class Reconciler(PollStep):
         :func:`~danlu.server.loops.steady_clock` for a pass on the wall clock, none for one
         given its ``now`` (a test's own time)."""
         self.clock_steps = ClockSteps()
+        self.lease_watch = LeaseWatch()
+        """Watches the lease another plane holds (on :attr:`monotonic`, else
+        :func:`~danlu.server.loops.steady_clock`): one no one renews is taken over."""
         self._lock = threading.Lock()
         self._loop = PeriodicLoop(
             "danlu-reconcile",
@@ -318,6 +321,7 @@ class Reconciler(PollStep):
         self._shift_clocks(now, t)
         if not self._adopted:
             self.adopt()
+            upkeep.warn_times_ahead(self.db, t)
             self._adopted = True
         if (change := self.inventory.run(t)) is not None:
             report.inventory += change.describe()
@@ -383,14 +387,25 @@ class Reconciler(PollStep):
         """Renew or take the ``scheduler`` lease; whether this loop may act this pass. A
         loop that loses the lease (it hung past the TTL and another plane took it) says so
         and stops acting; one that takes it where another home's runs may be alive
-        (:func:`foreign_runs`) gives it back and says why."""
+        (:func:`foreign_runs`) gives it back and says why. A lease no one renewed for
+        :data:`~danlu.server.plane_lease.LEASE_WAIT_CAP` seconds of :attr:`monotonic`,
+        though its expiry lies ahead (a step of the clock back since its plane died), is
+        taken over (:class:`~danlu.server.plane_lease.LeaseWatch`)."""
         with self.db.session() as session:
             took = take_lease(session, self.token, self.owner, self.ttl, t)
             if took is locks.LeaseTake.HELD:
-                if self._leading:
-                    self._lost_lease(read_holder(session).describe())
-                self._leading = False
-                return False
+                holder = read_holder(session)
+                steady = (self.monotonic or steady_clock)()
+                if not self.lease_watch.unrenewed(holder, steady) or not take_over(
+                    session, holder, self.token, self.owner, self.ttl, t
+                ):
+                    if self._leading:
+                        self._lost_lease(holder.describe())
+                    self._leading = False
+                    return False
+                log_unrenewed(holder, t, "reconcile")
+                took = locks.LeaseTake.TAKEN
+            self.lease_watch.forget()
             if took is locks.LeaseTake.TAKEN:
                 refusal = foreign_runs(session, self.home, self.home_dir)
                 if refusal is not None:

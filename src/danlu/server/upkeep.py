@@ -2,22 +2,64 @@
 cordons and drains scheduled for now (:func:`close_nodes`), deadlines and time limits
 (:func:`expire`), dependencies (:func:`judge_dependencies`) and sweeps
 (:func:`advance_sweeps`). Each works one job or sweep per transaction, so that a request
-changing one of them meanwhile costs only that one (it is judged again next pass)."""
+changing one of them meanwhile costs only that one (it is judged again next pass). And the
+check, as a plane begins to lead, for jobs whose recorded times lie ahead of its clock
+(:func:`warn_times_ahead`)."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
 
+from sqlalchemy import func, or_, select
+from sqlalchemy.exc import SQLAlchemyError
+
 from danlu.core.errors import DanluError
 from danlu.core.state import JobState
-from danlu.server.db import Database
+from danlu.server.db import Database, Job
 from danlu.server.services import dependencies, jobs, nodes, sweeps
 
 log = logging.getLogger(__name__)
 MAX_DEPENDENCY_CHAIN = 16
 """How many links of a chain of dependent jobs one pass cancels at most (the rest follow in
 the next passes)."""
+
+
+AHEAD_SLACK = 60.0
+"""Seconds a job's recorded time may lie ahead of the clock before :func:`warn_times_ahead`
+takes it for a sign of a step of the clock back (hosts' clocks differ a little)."""
+
+
+def warn_times_ahead(db: Database, t: float) -> int:
+    """Log, as a WARNING, the jobs whose submission, start or end lies more than
+    :data:`AHEAD_SLACK` seconds after ``t``: the wall clock was set back while no control
+    plane ran (a step a running plane sees moves the runs' starts and backoffs with it), or
+    a host whose clock runs ahead wrote them. Their run times and GPU-hours count from those
+    times (a run started "in an hour" has run no time for an hour), and nothing is
+    rewritten: the operator is told how many, by how much, and which. Returns how many."""
+    columns = (Job.submitted_at, Job.started_at, Job.finished_at)
+    ahead = or_(*(column > t + AHEAD_SLACK for column in columns))
+    with db.read_session() as session:
+        count = session.scalar(select(func.count()).select_from(Job).where(ahead)) or 0
+        if not count:
+            return 0
+        latest = max(
+            session.scalar(select(func.max(column)).where(column > t + AHEAD_SLACK)) or t
+            for column in columns
+        )
+        shown = list(session.scalars(select(Job.id).where(ahead).order_by(Job.seq).limit(3)))
+    more = f" and {count - len(shown)} more" if count > len(shown) else ""
+    log.warning(
+        "jobs with times recorded up to %.0f s after this host's clock: %d (%s%s). The "
+        "clock was set back while no control plane ran, or a host whose clock runs ahead "
+        "wrote them; their run times and GPU-hours count from those times (nothing is "
+        "rewritten). Check the clocks (NTP) of the hosts that run control planes",
+        latest - t,
+        count,
+        ", ".join(shown),
+        more,
+    )
+    return int(count)
 
 
 @dataclass
@@ -38,6 +80,20 @@ class Upkeep:
     """Sweep trials the median rule stopped."""
     closed_nodes: list[str] = field(default_factory=list)
     """Nodes whose scheduled cordon or drain took effect (names)."""
+    errors: list[str] = field(default_factory=list)
+    """What the pass met and went on from (``"STEP JOB: why"``): logged by the loop
+    (:class:`~danlu.server.loops.PassErrors`) and counted in ``danlu_reconcile_errors_total``."""
+
+
+def _failed(out: Upkeep, step: str, subject: str, exc: Exception) -> None:
+    """A rule's failure on one job or sweep (``subject``) that is no error of the store's (a
+    bug, a stored row this code cannot read): said in ``out.errors`` (the loop logs it, at
+    most hourly while it recurs), and the pass goes on with the others (it is tried again
+    next pass). It ended every pass before the plan: no job of the cluster started again.
+    A store's error is raised (it ends the pass, as any step's)."""
+    if isinstance(exc, SQLAlchemyError):
+        raise exc
+    out.errors.append(f"{step} {subject}: {type(exc).__name__}: {exc}")
 
 
 def close_nodes(db: Database, t: float, out: Upkeep) -> None:
@@ -68,6 +124,9 @@ def expire(db: Database, t: float, out: Upkeep) -> None:
             except DanluError as exc:  # finished or cancelled meanwhile
                 log.debug("reconcile: cancelling %s (%s): %s", job_id, reason, exc)
                 continue
+            except Exception as exc:
+                _failed(out, "expire", job_id, exc)
+                continue
             if ours:
                 done.append(job_id)
 
@@ -91,6 +150,9 @@ def judge_dependencies(db: Database, t: float, out: Upkeep) -> None:
             except DanluError as exc:
                 log.debug("reconcile: dependencies of %s: %s", job_id, exc)
                 continue
+            except Exception as exc:
+                _failed(out, "dependencies", job_id, exc)
+                continue
             out.abandoned.append(job_id)
             cancelled = True
         if not cancelled:
@@ -107,6 +169,9 @@ def advance_sweeps(db: Database, t: float, out: Upkeep) -> None:
                 stopped, submitted = sweeps.advance(session, sweep_id, t)
         except DanluError as exc:
             log.debug("reconcile: sweep %s: %s", sweep_id, exc)
+            continue
+        except Exception as exc:
+            _failed(out, "sweep", sweep_id, exc)
             continue
         out.stopped_early += stopped
         out.trials += submitted

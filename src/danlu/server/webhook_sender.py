@@ -14,6 +14,14 @@ the same delivery, or to the same webhook, at the same time (a sender that dies 
 leaves its rows to be claimed again once their lock expires, so an endpoint may see a
 delivery twice: ``X-Danlu-Delivery`` tells them apart).
 
+The locks' expiries are wall-clock times (:mod:`danlu.server.services.locks`). A pass never
+claims a delivery it is posting, or has posted and not yet written the outcome of, again: a
+step of the clock ahead past its lock's expiry made it claimable, and it was posted a second
+time beside the first. A claim whose expiry lies more than twice the lock's ``ttl`` ahead
+counts as expired (its sender died before this host's clock was set back). The pending
+retries move with a step of the clock (the reconcile loop finds it:
+:func:`webhooks.shift_retries`).
+
 Posts go through the proxies :func:`danlu.config.outbound_proxies` reads (``HTTP_PROXY``,
 else ``HTTPS_PROXY``, for an http:// URL; ``HTTPS_PROXY`` for an https:// one; ``ALL_PROXY``
 when neither is set), straight to a host ``NO_PROXY`` names.
@@ -239,10 +247,12 @@ class WebhookSender:
         posting = posted = 0
         unwritten: list[tuple[_Ended, int]] = []  # outcomes the store refused, and tries
         retry_at = 0.0  # time.monotonic() when they are tried again
+        mine: set[int] = set()  # claimed by this pass, their outcomes not yet written
         while True:
             if posting < self.parallel and not self._stopping.is_set():
                 try:
-                    started = self._post_due(clock(), self.parallel - posting, ended, clock)
+                    room = self.parallel - posting
+                    started = self._post_due(clock(), room, ended, clock, mine)
                 except Exception as exc:
                     if not posting and not unwritten:
                         raise  # nothing under way: the loop logs it
@@ -259,7 +269,9 @@ class WebhookSender:
             if unwritten and time.monotonic() >= retry_at:
                 retry, unwritten = unwritten, []
             for outcome, tries in [*retry, *((o, 0) for o in outcomes)]:
-                if not self._try_write(outcome, tries + 1):
+                if self._try_write(outcome, tries + 1):
+                    mine.discard(outcome.delivery_id)
+                else:
                     unwritten.append((outcome, tries + 1))
                     retry_at = time.monotonic() + self.interval
 
@@ -273,19 +285,26 @@ class WebhookSender:
         self._purged_at = t
 
     def _post_due(
-        self, t: float, room: int, ended: queue.SimpleQueue[_Ended | None], clock: Clock
+        self,
+        t: float,
+        room: int,
+        ended: queue.SimpleQueue[_Ended | None],
+        clock: Clock,
+        mine: set[int],
     ) -> int:
         """Claim up to ``room`` due deliveries with a new token and start posting them in
-        the pool, each to put its outcome in ``ended``; returns how many were started. What
-        fails after the claim (the store failing to read their messages) gives the claims
-        of those not started back before it is raised: they were left locked, unposted,
-        until their lock expired."""
+        the pool, each to put its outcome in ``ended``; returns how many were started, added
+        to ``mine``: the deliveries this pass posts (or has posted) whose outcomes are not
+        written yet, never claimed again meanwhile (:func:`webhooks.claim_due`), whatever
+        the clock says of their locks. What fails after the claim (the store failing to
+        read their messages) gives the claims of those not started back before it is
+        raised: they were left locked, unposted, until their lock expired."""
         with self.db.read_session() as session:  # most passes: nothing due, nothing written
-            if not webhooks.any_due(session, t):
+            if not webhooks.any_due(session, t, self.ttl, mine):
                 return 0
         token = secrets.token_hex(16)
         with self.db.session() as session:
-            claimed = webhooks.claim_due(session, token, self.ttl, t, room)
+            claimed = webhooks.claim_due(session, token, self.ttl, t, room, posting=mine)
         if not claimed:
             return 0
         started: set[int] = set()
@@ -295,6 +314,7 @@ class WebhookSender:
             for message in messages:
                 self._pool.submit(self._post_to_queue, message, token, ended, clock)
                 started.add(message.delivery_id)
+                mine.add(message.delivery_id)
         except BaseException:
             self._unclaim([d for d in claimed if d not in started], token)
             raise

@@ -7,6 +7,22 @@ transactions begin IMMEDIATE) a compare-and-set ``UPDATE`` does the same. A lock
 ``lock_expires_at`` has passed can be claimed again: a dead worker's rows are picked up, and
 its stale token can no longer write back.
 
+The expiries are wall-clock times, the only clock that planes on several hosts sharing one
+database have in common, so a step of a host's wall clock (an NTP step, ``date -s``) moves
+them all at once, as that host sees them. A step forward makes every lock look expired to
+that host: only the lease holder's reconcile loop claims job rows (one pass at a time), so
+its own job locks are claimed by no one else; the ``scheduler`` lease is renewed with its
+token whatever its expiry says (:func:`extend`); and a webhook sender never claims the
+deliveries it is posting itself (``posting`` of
+:func:`~danlu.server.services.webhooks.claim_due`). A step back makes the locks written
+before it last the step's length longer: a claimer may give ``longest``, the longest a lock
+of its kind is ever taken for (a webhook claim's is the same on every plane), and a lock
+whose expiry lies further ahead than that counts as expired (:func:`free`: a dead sender's
+claims are not held back an hour). The ``scheduler`` lease's length differs between planes
+(``DANLU_INTERVAL``): it is judged by its holder's renewals instead
+(:class:`~danlu.server.plane_lease.LeaseWatch`), and the job locks of a holder found dead
+are released with it (:func:`~danlu.server.plane_lease.take_over`).
+
 Each helper here runs and COMMITS its own short transaction: call it on a session with no
 pending work of its own.
 """
@@ -28,8 +44,15 @@ Locked = TypeVar("Locked", Job, Lease, WebhookDelivery)
 Key = Any
 
 
-def _free(model: type[Locked], now: float) -> ColumnElement[bool]:
-    return or_(model.lock_expires_at.is_(None), model.lock_expires_at < now)
+def free(model: type[Locked], now: float, longest: float | None = None) -> ColumnElement[bool]:
+    """The rows of ``model`` unlocked at ``now``: never locked, given back, their lock
+    expired, or (``longest`` given) their lock's expiry more than ``longest`` seconds ahead
+    of ``now``, further than any lock of theirs is taken for: written before the wall clock
+    was set back, by a claimer that would have renewed or given it back since."""
+    expired = [model.lock_expires_at.is_(None), model.lock_expires_at < now]
+    if longest is not None:
+        expired.append(model.lock_expires_at > now + longest)
+    return or_(*expired)
 
 
 def claim(
@@ -56,11 +79,13 @@ def claim_where(
     owner: str | None = None,
     limit: int | None = None,
     order_by: Sequence[Any] = (),
+    longest: float | None = None,
 ) -> list[Key]:
     """Like :func:`claim` for up to ``limit`` rows matching ``conditions`` (a fetcher).
-    Commits."""
+    ``longest``: a lock whose expiry lies further ahead than that counts as expired
+    (:func:`free`). Commits."""
     t = resolve_now(now)
-    where = and_(*conditions, _free(model, t))
+    where = and_(*conditions, free(model, t, longest))
     values = {"lock_token": token, "lock_expires_at": t + ttl, "lock_owner": owner}
     if session.get_bind().dialect.name == "postgresql":
         query = select(model.id).where(where).order_by(*order_by, model.id)

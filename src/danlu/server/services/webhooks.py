@@ -20,13 +20,13 @@ import hmac
 import json
 import secrets
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from sqlalchemy import ColumnElement, delete, exists, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, delete, exists, func, insert, select, update
 from sqlalchemy.orm import Session, aliased
 
 from danlu.core.errors import SpecError
@@ -406,7 +406,7 @@ def _kept(session: Session, seqs: Sequence[int]) -> set[int]:
 # -- the sender's steps ---------------------------------------------------------------------
 
 
-def _claimable(now: float) -> list[ColumnElement[bool]]:
+def _claimable(now: float, posting: Collection[int] = ()) -> list[ColumnElement[bool]]:
     """A delivery the sender may post at ``now``: due (not done, its attempt time reached),
     none of its job's earlier deliveries to its webhook still undone (one waiting for its
     next attempt holds back the later ones of its job, which would otherwise tell the
@@ -424,34 +424,59 @@ def _claimable(now: float) -> list[ColumnElement[bool]]:
     )
     ready = [WebhookDelivery.done_at.is_(None), WebhookDelivery.next_attempt_at <= now, ~behind]
     first = select(func.min(WebhookDelivery.id)).where(*ready).group_by(WebhookDelivery.webhook_seq)
-    return [*ready, WebhookDelivery.id.in_(first.scalar_subquery())]
+    claimable = [*ready, WebhookDelivery.id.in_(first.scalar_subquery())]
+    if posting:  # still its webhook's first: none of that webhook is claimed
+        claimable.append(WebhookDelivery.id.not_in(sorted(posting)))
+    return claimable
 
 
-def any_due(session: Session, now: float) -> bool:
-    """Whether a delivery can be claimed (:func:`claim_due`) at ``now``: a read, so that the
-    sender claims, a write, only then."""
-    unlocked = or_(WebhookDelivery.lock_expires_at.is_(None), WebhookDelivery.lock_expires_at < now)
-    query = select(WebhookDelivery.id).where(*_claimable(now), unlocked)
+def any_due(
+    session: Session, now: float, ttl: float | None = None, posting: Collection[int] = ()
+) -> bool:
+    """Whether a delivery can be claimed (:func:`claim_due` with the same ``ttl`` and
+    ``posting``) at ``now``: a read, so that the sender claims, a write, only then."""
+    unlocked = locks.free(WebhookDelivery, now, None if ttl is None else _longest(ttl))
+    query = select(WebhookDelivery.id).where(*_claimable(now, posting), unlocked)
     return session.scalar(query.limit(1)) is not None
 
 
+def _longest(ttl: float) -> float:
+    """How far ahead the expiry of a claim taken for ``ttl`` seconds may lie before it counts
+    as expired (:func:`~danlu.server.services.locks.free`): twice ``ttl``, so that a claim
+    a host whose clock runs up to ``ttl`` ahead made still holds, and one made before this
+    host's clock was set back (by a sender that died meanwhile) is not held the step's
+    length longer."""
+    return 2.0 * ttl
+
+
 def claim_due(
-    session: Session, token: str, ttl: float, now: float, limit: int, owner: str | None = None
+    session: Session,
+    token: str,
+    ttl: float,
+    now: float,
+    limit: int,
+    owner: str | None = None,
+    posting: Collection[int] = (),
 ) -> list[int]:
     """Lock up to ``limit`` due deliveries with ``token``, the first due one of each webhook
     whose first due one is not locked already (:func:`_claimable`), those due longest first.
     Commits. Claim with a new token each time: a delivery still locked with an earlier
-    token of the same sender (being posted) must not come back as claimed."""
+    token of the same sender (being posted) must not come back as claimed. ``posting``: the
+    deliveries the sender is posting, never claimed again (nor any of their webhooks'),
+    whatever their lock's expiry says: the sender's clock stepped ahead past it mid-post,
+    and the delivery was posted a second time beside the first. A claim whose expiry lies
+    more than twice ``ttl`` ahead counts as expired (:func:`_longest`)."""
     return locks.claim_where(
         session,
         WebhookDelivery,
-        _claimable(now),
+        _claimable(now, posting),
         token,
         ttl,
         now,
         owner,
         limit=limit,
         order_by=[WebhookDelivery.next_attempt_at],
+        longest=_longest(ttl),
     )
 
 
@@ -598,15 +623,46 @@ def shift_retries(session: Session, step: float, before: float) -> int:
     (:func:`~danlu.server.services.job_reasons.shift_clocks`): a clock set back an hour held
     every pending retry back an hour more, one stepped ahead sent them at once. A delivery
     made after ``before`` (its ``created_at`` on the clock as it is now) is due when it was
-    made and is left alone. Returns the deliveries moved."""
-    moved = session.execute(
-        update(WebhookDelivery)
-        .where(
-            WebhookDelivery.done_at.is_(None),
-            WebhookDelivery.created_at <= before,
-            WebhookDelivery.next_attempt_at > before,
-        )
-        .values(next_attempt_at=WebhookDelivery.next_attempt_at + step)
-        .execution_options(synchronize_session=False)
+    made and is left alone; so is a retry scheduled on the clock as it is after a step
+    ahead (:func:`scheduled_at` ``step`` or more past ``before``): the sender and the
+    reconcile loop are two threads, and a post that ended after the step, before the loop
+    found it, counted its backoff on the new clock already; moved again, it waited the
+    step's length more. (After a step back, the times of before and after it overlap: a
+    retry scheduled after a step back shorter than its backoff is moved too, and tried
+    that much early.) Returns the deliveries moved."""
+    query = select(
+        WebhookDelivery.id,
+        WebhookDelivery.created_at,
+        WebhookDelivery.attempts,
+        WebhookDelivery.next_attempt_at,
+    ).where(
+        WebhookDelivery.done_at.is_(None),
+        WebhookDelivery.created_at <= before,
+        WebhookDelivery.next_attempt_at > before,
     )
-    return int(getattr(moved, "rowcount", 0) or 0)
+    due: dict[int, list[int]] = {}  # by the attempts they were read with
+    for delivery_id, created_at, attempts, next_attempt_at in session.execute(query):
+        if step < 0 or scheduled_at(created_at, attempts, next_attempt_at) < before + step:
+            due.setdefault(attempts, []).append(delivery_id)
+    moved = 0
+    for attempts, ids in due.items():
+        for start in range(0, len(ids), IN_CHUNK):
+            result = session.execute(
+                update(WebhookDelivery)
+                .where(
+                    WebhookDelivery.id.in_(ids[start : start + IN_CHUNK]),
+                    # an attempt's outcome written since the read set a new time
+                    WebhookDelivery.attempts == attempts,
+                    WebhookDelivery.done_at.is_(None),
+                )
+                .values(next_attempt_at=WebhookDelivery.next_attempt_at + step)
+                .execution_options(synchronize_session=False)
+            )
+            moved += int(getattr(result, "rowcount", 0) or 0)
+    return moved
+
+
+def scheduled_at(created_at: float, attempts: int, next_attempt_at: float) -> float:
+    """When a delivery's next attempt was set: when it was made (no attempt yet), else when
+    its last attempt ended (:func:`record` set it :func:`backoff` seconds after that)."""
+    return created_at if attempts == 0 else next_attempt_at - backoff(attempts)
