@@ -127,7 +127,9 @@ def test_submit_after_adds_to_the_specs_dependencies(fake: FakeApi, tmp_path: Pa
         sent = json.loads(fake.requests[-1].content)["depends_on"]
         assert sent == [*kept, {"job": "0123ab"}, {"job": "ffff", "condition": "failed"}]
     code, _, err = run("submit", str(write(tmp_path, HELLO)), "--after", "ffff:later")
-    assert code == 2 and "--after 'ffff:later': Input should be" in err, err
+    # the flag and its value named, then the spec's words for the condition refused
+    assert code == 2 and err.startswith("error: --after 'ffff:later': "), err
+    assert "later" in err.split(": ", 2)[2], err
 
 
 def test_wait_exits_0_when_all_succeeded_1_when_one_did_not(fake: FakeApi) -> None:

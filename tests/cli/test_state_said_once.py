@@ -152,3 +152,79 @@ def test_sweep_cancel_says_the_state_once(monkeypatch: pytest.MonkeyPatch) -> No
 )
 def test_after_state(state: str | None, reason: str | None, after: str) -> None:
     assert after_state(state, reason) == after
+
+
+def _event(old: str | None, new: str, reason: str) -> dict[str, Any]:
+    """A state-change event as ``GET /events`` lists it."""
+    return {
+        "id": 7,
+        "job_id": "0123456789ab",
+        "job_name": "train",
+        "user": "alice",
+        "project": "default",
+        "time": 1000.0,
+        "old": old,
+        "new": new,
+        "reason": reason,
+    }
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "reason", "said"),
+    [
+        ("RUNNING", "CANCELLED", "cancelled by alice", "RUNNING -> CANCELLED by alice"),
+        ("PENDING", "RUNNING", "running on n1:0", "PENDING -> RUNNING on n1:0"),
+        ("RUNNING", "FAILED", "failed: out of memory", "RUNNING -> FAILED: out of memory"),
+        (
+            "RUNNING",
+            "FAILED",
+            "out of memory (exit 1)",
+            "RUNNING -> FAILED: out of memory (exit 1)",
+        ),
+        ("RUNNING", "SUCCEEDED", "", "RUNNING -> SUCCEEDED"),
+        (None, "PENDING", "pending: waiting for 1 GPU(s)", "submitted (PENDING): pending: waiting"),
+    ],
+)
+def test_an_event_line_says_the_state_once(
+    old: str | None, new: str, reason: str, said: str
+) -> None:
+    """``danlu events -f``'s line: it read ``RUNNING -> CANCELLED: cancelled by alice``."""
+    from danlu.cli import events as events_cli
+
+    line = events_cli.line(_event(old, new, reason))
+    assert line.endswith(said) if not said.startswith("submitted") else said in line, line
+
+
+def test_the_events_table_says_the_state_once() -> None:
+    """``danlu events``'s table: its reason beside the change into CANCELLED read
+    ``cancelled by alice``."""
+    from danlu.cli import events as events_cli
+
+    events = [
+        _event("RUNNING", "CANCELLED", "cancelled by alice"),
+        _event("PENDING", "RUNNING", "running on n1:0"),
+        _event("RUNNING", "FAILED", "out of memory (exit code 1)"),
+    ]
+    printed = io.StringIO()
+    Console(file=printed, width=300).print(events_cli.table(events))
+    rows = [r for r in printed.getvalue().splitlines() if "0123456789ab" in r]
+    assert len(rows) == 3
+    cells = [[c.strip() for c in r.split("│")[5:7]] for r in rows]
+    assert cells == [
+        ["RUNNING -> CANCELLED", "by alice"],
+        ["PENDING -> RUNNING", "on n1:0"],
+        ["RUNNING -> FAILED", "out of memory (exit code 1)"],
+    ]
+
+
+def test_show_s_events_say_the_state_once(fake: FakeApi) -> None:
+    """``danlu show``'s events table: ``CANCELLED`` beside ``by alice``, not beside
+    ``cancelled by alice``."""
+    job = fake.add_job("train", started_at=1500.0)
+    fake.end_job(job["id"], "CANCELLED", "cancelled by alice")
+    code, out, _ = invoke(APP, "show", job["id"])
+    assert code == 0
+    row = [r for r in out.splitlines() if "CANCELLED" in r and "alice" in r]
+    assert len(row) == 1, out
+    assert "cancelled by" not in row[0].lower() and "by alice" in row[0], row[0]
+    assert row[0].count("CANCELLED") == 1

@@ -90,7 +90,9 @@ CONDITIONS = "is not one of succeeded, failed, finished or started"
 
 def test_a_bad_condition_is_named_by_after(spec: Path) -> None:
     err = _stderr("submit", str(spec), "--after", "3f2a9c01d2e4:fail")
-    assert err == f"error: --after '3f2a9c01d2e4:fail': 'fail' {CONDITIONS} (did you mean failed?)\n"
+    assert (
+        err == f"error: --after '3f2a9c01d2e4:fail': 'fail' {CONDITIONS} (did you mean failed?)\n"
+    )
 
 
 def test_a_bad_job_id_is_named_by_after(spec: Path) -> None:

@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from danlu.cli import jobs as common
+from danlu.cli.fitted_table import FittedTable
 from danlu.cli.markup import as_text
 from danlu.cli.options import (
     HomeOpt,
@@ -31,7 +32,6 @@ from danlu.cli.options import (
 )
 from danlu.cli.output import stdout_written
 from danlu.cli.reply_fields import PROJECT, TOKEN, USER, Record
-from danlu.cli.top import FittedTable
 from danlu.core.errors import SpecError
 from danlu.core.units import format_bytes, parse_bytes
 from danlu.core.values import plain_float, visible

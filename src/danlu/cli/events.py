@@ -13,6 +13,7 @@ from rich.table import Table
 
 from danlu.cli.follow import PAGE, GapCursor, read_pages, row_id
 from danlu.cli.jobs import connect, console, fail, fail_on, print_json, report
+from danlu.cli.markup import after_state, reason_after_state
 from danlu.cli.options import (
     HomeOpt,
     JsonOpt,
@@ -48,14 +49,17 @@ def _cells(event: dict[str, Any]) -> list[str]:
     """An event's time, job, name, user/project, change and reason, as text with its
     control characters written as escapes (a reason may quote a node's: shown, never acted
     on by the terminal); its fields of the type the API gives them
-    (:func:`~danlu.cli.reply_fields.checked_events`)."""
+    (:func:`~danlu.cli.reply_fields.checked_events`). The reason of a change into a state
+    does not say the state again (``RUNNING -> CANCELLED``, ``by alice``:
+    :func:`~danlu.cli.markup.reason_after_state`)."""
+    reason = event.get("reason") or ""
     cells = [
         _clock(event.get("time")),
         str(event.get("job_id", "?")),
         str(event.get("job_name", "")),
         f"{event.get('user')}/{event.get('project')}",
         _change(event),
-        str(event.get("reason") or ""),
+        reason_after_state(event.get("new"), reason) if event.get("old") else str(reason),
     ]
     return [visible(cell) for cell in cells]
 
@@ -74,9 +78,16 @@ def table(events: Sequence[dict[str, Any]]) -> Table:
 
 
 def line(event: dict[str, Any]) -> str:
-    """One event as a line (text, not markup)."""
-    *parts, reason = _cells(event)
-    return "  ".join(parts) + (f": {reason}" if reason else "")
+    """One event as a line (text, not markup), the state it changed into said once: ``...
+    RUNNING -> CANCELLED by alice``, ``PENDING -> RUNNING on n1:0``, ``RUNNING -> FAILED:
+    out of memory (exit code 1)`` (:func:`~danlu.cli.markup.after_state`)."""
+    *parts, _ = _cells(event)
+    reason = str(event.get("reason") or "")
+    if event.get("old"):
+        said = after_state(event.get("new"), reason)
+    else:  # "submitted (PENDING)": the state is not the line's last word
+        said = f": {reason}" if reason else ""
+    return "  ".join(parts) + visible(said)
 
 
 def follow(

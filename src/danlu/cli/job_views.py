@@ -14,7 +14,7 @@ from rich.table import Table
 
 from danlu.cli import jobs as common
 from danlu.cli import top as top_view
-from danlu.cli.markup import as_text
+from danlu.cli.markup import as_text, reason_after_state
 from danlu.cli.options import (
     HomeOpt,
     JobArg,
@@ -195,7 +195,12 @@ def _show_job(data: dict[str, Any], events: list[dict[str, Any]]) -> None:
         for e in events[-20:]:
             stamp = e.get("time")  # none, or one left out as not a time: no time shown
             when = "-" if stamp is None else time.strftime("%H:%M:%S", time.localtime(stamp))
+            # the state once: CANCELLED beside "by alice", not "cancelled by alice"
+            reason = reason_after_state(e.get("new"), e.get("reason")) if e.get("old") else None
             ev.add_row(
-                when, as_text(e.get("old") or "-"), as_text(e.get("new")), as_text(e.get("reason"))
+                when,
+                as_text(e.get("old") or "-"),
+                as_text(e.get("new")),
+                as_text((e.get("reason") or "") if reason is None else reason),
             )
         common.console.print(ev)

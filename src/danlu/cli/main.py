@@ -27,7 +27,13 @@ with interrupt_exits_quietly():
     from danlu.cli import webhook as webhook_cli
     from danlu.cli.markup import OutputUnwritable
     from danlu.cli.options import fail
-    from danlu.cli.output import PIPE_CLOSED, quiet_stderr, quiet_stdout, stdout_written
+    from danlu.cli.output import (
+        PIPE_CLOSED,
+        buffered_stdout,
+        quiet_stderr,
+        quiet_stdout,
+        stdout_written,
+    )
 
 
 class HelpContext(typer.Context):
@@ -79,7 +85,9 @@ class DanluGroup(TyperGroup):
         with that error's exit code (2 for a usage error), not with a traceback from the
         failed write and exit 1. A help whose reader has gone (``danlu sim run --help |
         head -3``), which rich ends with exit 1, exits with :data:`PIPE_CLOSED` (141) as
-        every other output does."""
+        every other output does. Stdout is given a buffer where it has none
+        (:func:`~danlu.cli.output.buffered_stdout`), lest output be lost unsaid."""
+        buffered_stdout()
         try:
             return super().main(*args, **kwargs)
         except SystemExit as exc:

@@ -54,6 +54,17 @@ def after_state(state: object, reason: object) -> str:
     return f": {text}"  # a longer word: "failedover" says no state
 
 
+def reason_after_state(state: object, reason: object) -> str:
+    """The ``reason`` of a change into ``state`` where it has a column of its own beside the
+    state's (an events table): what :func:`after_state` writes after the state, without its
+    ``: ``, so that the row says the state once: ``by alice`` beside CANCELLED (for
+    ``cancelled by alice``), ``on n1:0`` beside RUNNING, ``out of memory`` beside FAILED
+    (for ``failed: out of memory``); a reason that does not begin with the state's word as
+    it is. Plain text, for :func:`as_text`; empty for no reason."""
+    said = after_state(state, reason)
+    return said[2:] if said.startswith(": ") else said.lstrip()
+
+
 def note_lines(notes: object) -> list[str]:
     """A reply's ``notes`` (a sweep's: what its submission tells of every trial, as a
     job's pending reason tells it) as ``note: ...`` lines of markup, each note's text as

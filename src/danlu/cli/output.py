@@ -3,6 +3,7 @@ once stdout cannot be written: its reader gone (``danlu logs JOB | head``), a fu
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import sys
@@ -15,6 +16,30 @@ import typer
 PIPE_CLOSED = 128 + signal.SIGPIPE
 """The exit code once the reader of the output has gone, as a shell gives a command killed
 by SIGPIPE (141)."""
+
+
+def buffered_stdout() -> None:
+    """Give stdout a buffer where it has none (``PYTHONUNBUFFERED`` set, as many container
+    images set it): unbuffered, a write that its pipe's reader leaves part-done (``danlu ls
+    --json | head -1`` on a long list, the reader gone mid-write) returns how much went,
+    and the text layer dropped the rest without an error, so the command exited 0 having
+    lost its output. A buffer writes on until all is written, or raises
+    :class:`BrokenPipeError` (exit :data:`PIPE_CLOSED`). Line-buffered, so that each line
+    still goes out as it is printed; the file descriptor is stdout's, left open."""
+    stream = sys.stdout
+    if not isinstance(getattr(stream, "buffer", None), io.RawIOBase):
+        return  # buffered already, or not a file (a test's stream)
+    try:
+        raw = io.FileIO(stream.fileno(), "w", closefd=False)
+    except (OSError, ValueError):
+        return
+    stream.flush()
+    sys.stdout = io.TextIOWrapper(
+        io.BufferedWriter(raw),
+        encoding=stream.encoding,
+        errors=stream.errors,
+        line_buffering=True,
+    )
 
 
 def write_bytes(data: bytes) -> None:

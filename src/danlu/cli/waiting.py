@@ -13,9 +13,9 @@ import typer
 
 from danlu.cli import jobs as common
 from danlu.cli.interrupt import INTERRUPTED as INTERRUPTED  # re-exported: jobs.py
+from danlu.cli.job_table import told_end_reason
 from danlu.cli.markup import after_state, as_text
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, error_line, float_option
-from danlu.cli.top import told_end_reason
 from danlu.client import Client, JobDict, WaitTimeout
 from danlu.client.waits import Ended, resolve, wait_all
 from danlu.core.errors import DanluError, SpecError
@@ -141,7 +141,7 @@ def stopped_early(sweep: dict[str, Any]) -> set[str]:
 def end_status(job: JobDict) -> str:
     """What follows an ended job's state where the cli prints its end (as Rich markup): a
     FAILED job's `` (exit 1)``, then its ``end_reason`` where that says more than the code
-    (:func:`~danlu.cli.top.told_end_reason`): ``FAILED (exit 1): out of memory (exit code
+    (:func:`~danlu.cli.job_table.told_end_reason`): ``FAILED (exit 1): out of memory (exit code
     1); out of restarts (0 of 0)``, ``CANCELLED: time limit reached: ran 2h of 2h``; a
     reason that begins with the state's word goes on from the state (``CANCELLED by
     alice``, :func:`~danlu.cli.markup.after_state`)."""

@@ -110,6 +110,29 @@ function mayAct(owner) {
   return session.me !== null && (session.me.role === "admin" || session.me.name === owner);
 }
 
+function afterState(state, reason) {
+  // what follows a job's or sweep's state where a line says the state and then its reason,
+  // the state said once (as danlu's cli says it, danlu.cli.markup.after_state): ": waiting
+  // for 1 GPU(s)"; a reason that begins with the state's word goes on from the state
+  // ("cancelled by alice", "running on n1:0", "failed: out of memory"), so the line reads
+  // "CANCELLED by alice", "RUNNING on n1:0", "FAILED: out of memory"; "" for no reason
+  const text = reason === null || reason === undefined ? "" : String(reason);
+  const word = typeof state === "string" ? state.toLowerCase() : "";
+  if (!text) return "";
+  if (!word || text.slice(0, word.length).toLowerCase() !== word) return ": " + text;
+  const rest = text.slice(word.length);
+  if (rest.startsWith(":")) return rest.slice(1).trim() ? ": " + rest.slice(1).trimStart() : "";
+  if (!rest || " (;,".includes(rest[0])) return rest;
+  return ": " + text;  // a longer word: "failedover" says no state
+}
+
+function reasonAfterState(state, reason) {
+  // the reason of a change into state in a column of its own beside the state's (an events
+  // table): afterState's words without their ": " ("by alice" beside CANCELLED)
+  const said = afterState(state, reason);
+  return said.startsWith(": ") ? said.slice(2) : said.trimStart();
+}
+
 function bytes(n) {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];
   let value = Number(n) || 0;

@@ -163,7 +163,8 @@ async function showJob(id, round) {
     const ended = shownEnded && job.finished_at !== null
       ? " (ended " + new Date(job.finished_at * 1000).toLocaleString() + ")"
       : "";
-    document.getElementById("detail-why").textContent = job.state + ": " + why.reason + ended;
+    document.getElementById("detail-why").textContent =
+      job.state + afterState(job.state, why.reason) + ended;  // "RUNNING on n1:0"
     document.getElementById("detail-energy").textContent = energyText(job.energy_joules);
     showActions(job);
     renderMetrics(records);
@@ -171,7 +172,7 @@ async function showJob(id, round) {
       const row = el("tr");
       row.appendChild(el("td", new Date(e.time * 1000).toLocaleString()));
       row.appendChild(el("td", (e.old || "") + " \u2192 " + e.new));
-      row.appendChild(el("td", e.reason));
+      row.appendChild(el("td", e.old ? reasonAfterState(e.new, e.reason) : e.reason));
       return row;
     });
     document.querySelector("#events tbody").replaceChildren(...rows);

@@ -20,7 +20,7 @@ function renderSweeps(newest, running) {
     row.appendChild(linkCell(sweep.id, "show-sweep", () => showSweep(sweep.id)));
     row.appendChild(el("td", sweep.name, "name"));
     row.appendChild(el("td", sweep.user));
-    row.appendChild(el("td", sweep.reason ? sweep.state + ": " + sweep.reason : sweep.state, "state"));
+    row.appendChild(el("td", sweep.state + afterState(sweep.state, sweep.reason), "state"));
     row.appendChild(el("td", sweep.submitted + " / " + sweep.total, "number"));
     const objective = sweep.metric === null ? (sweep.array ? "array" : "-") : sweep.metric + " (" + sweep.goal + ")";
     row.appendChild(el("td", objective));
@@ -80,7 +80,7 @@ async function showSweep(id, round) {
       (sweep.trials || []).every((trial) => !UNFINISHED.includes(trial.state));
     const unit = sweep.array ? "tasks" : "trials";
     document.getElementById("sweep-title").textContent = (sweep.array ? "array " : "sweep ") +
-      sweep.name + " (" + sweep.id + "): " + sweep.state + (sweep.reason ? ": " + sweep.reason : "") +
+      sweep.name + " (" + sweep.id + "): " + sweep.state + afterState(sweep.state, sweep.reason) +
       "; " + sweep.submitted + " of " + sweep.total + " " + unit + " submitted";
     const best = sweep.best;
     document.getElementById("sweep-best").textContent = sweep.metric === null ? ""
@@ -140,7 +140,7 @@ function renderFeed(events) {
     row.appendChild(el("td", e.job_name, "name"));
     row.appendChild(el("td", e.user + "/" + e.project));
     row.appendChild(el("td", e.old ? e.old + " -> " + e.new : "submitted"));
-    row.appendChild(el("td", e.reason || ""));
+    row.appendChild(el("td", e.old ? reasonAfterState(e.new, e.reason) : e.reason || ""));
     return row;
   }));
 }
