@@ -282,6 +282,28 @@ def test_a_running_plane_leaves_a_far_ahead_lease_that_is_renewed_alone(
         loop.stop()
 
 
+def test_a_running_plane_of_a_long_interval_waits_twice_its_lease_before_taking_over(
+    db: Database, tmp_path: Path
+) -> None:
+    """Planes sharing a database share their settings: with ``DANLU_INTERVAL=300`` a live
+    holder renews every 300 s and its lease lasts 1500 s, so a row unchanged for 600 s is no
+    sign of a dead holder; the watcher waits twice the lease (3000 s) instead."""
+    _dead_planes_lease(db, HOUR + 10)
+    mono = Clock(0.0)
+    executor = FakeExecutor(Cluster(NODES), FakeWorld())
+    settings = load_settings(home=tmp_path / "home", interval=300.0)
+    loop = Reconciler(db, executor, settings, policy=make_policy("fifo"), monotonic=mono)
+    try:
+        assert loop.lease_watch.patience == 3000.0
+        for seconds in (0.0, LEASE_WAIT_CAP, 2 * LEASE_WAIT_CAP, 2999.0):
+            mono.now = seconds
+            assert not loop.run_once(now=NOW + seconds).leader
+        mono.now = 3000.0
+        assert loop.run_once(now=NOW + 3000.0).leader
+    finally:
+        loop.stop()
+
+
 def test_a_leading_plane_says_which_jobs_have_times_ahead_of_its_clock(
     db: Database, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -63,3 +63,14 @@ def test_each_error_is_counted_under_its_step(sqlite_db: Database) -> None:
     exposed = server_metrics.exposition().decode()
     for step, count in {"poll": 1, "schedule": 1, "purge": 1, "other": 2, "settle": 0}.items():
         assert f'danlu_reconcile_errors_total{{step="{step}"}} {count:.1f}' in exposed
+
+
+def test_an_upkeep_rules_error_is_counted_under_its_rule(sqlite_db: Database) -> None:
+    """A job or sweep row that a rule of the pass's upkeep could not handle (skipped, the pass
+    going on) is counted under that rule's name, not ``other``."""
+    server_metrics = ServerMetrics(sqlite_db, inventory_from_cluster(Cluster(())))
+    for error in ("expire j1: ValueError: x", "dependencies j2: KeyError: y", "sweep s1: z"):
+        server_metrics.count_reconcile_error(error)
+    exposed = server_metrics.exposition().decode()
+    for step, count in {"expire": 1, "dependencies": 1, "sweep": 1, "other": 0}.items():
+        assert f'danlu_reconcile_errors_total{{step="{step}"}} {count:.1f}' in exposed

@@ -301,6 +301,9 @@ RECONCILE_ERROR_STEPS: Final = (
     "schedule",
     "policy",
     "purge",
+    "expire",
+    "dependencies",
+    "sweep",
     "other",
 )
 """The ``step`` labels of ``danlu_reconcile_errors_total``: the first word of each error a

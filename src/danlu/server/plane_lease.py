@@ -259,7 +259,7 @@ def take_scheduler_lease(
     home = plane_home(settings)
     shown = db.engine.url.render_as_string(hide_password=True)
     deadline: float | None = None
-    watch = LeaseWatch()
+    watch = LeaseWatch(ttl)
     while True:
         t = clock()
         with db.session() as session:
@@ -268,7 +268,7 @@ def take_scheduler_lease(
                 holder = read_holder(session)
                 refusal = None
                 if watch.unrenewed(holder, t) and take_over(session, holder, token, owner, ttl, t):
-                    log_unrenewed(holder, t, f"the database {shown}")
+                    log_unrenewed(holder, t, f"the database {shown}", watch.patience)
                     took = locks.LeaseTake.TAKEN
             if took is not locks.LeaseTake.HELD:
                 refusal = foreign_runs(session, home, Path(settings.home).resolve())
@@ -302,27 +302,31 @@ class LeaseWatch:
     """Watches the ``scheduler`` lease another plane holds, on a clock of the watcher's (a
     steady one, where it has one): a holder that renews it changes its row every pass, so a
     row no one changed for :data:`LEASE_WAIT_CAP` seconds, yet unexpired, has a dead holder
-    whose expiry a step of the clock (or a host whose clock runs ahead) put far off. (A
-    plane renews its lease every ``DANLU_INTERVAL`` seconds: one of an interval longer than
-    :data:`LEASE_WAIT_CAP` would be taken for dead.)"""
+    whose expiry a step of the clock (or a host whose clock runs ahead) put far off. A
+    plane renews its lease every ``DANLU_INTERVAL`` seconds, and its lease lasts five of
+    them (:func:`scheduler_lease_ttl`): a watcher given its own ``ttl`` (planes sharing a
+    database share their settings) waits twice that where it is longer, so that a live
+    holder of a long interval is not taken for dead."""
 
-    def __init__(self) -> None:
+    def __init__(self, ttl: float = 0.0) -> None:
         self._seen: tuple[Holder, float] | None = None
+        self.patience = max(LEASE_WAIT_CAP, 2 * ttl)
+        """Seconds a row must stay unchanged for its holder to be taken for dead."""
 
     def unrenewed(self, holder: Holder, steady: float) -> bool:
         """Whether ``holder`` (read at ``steady``, seconds) is the row this watch saw
-        :data:`LEASE_WAIT_CAP` seconds or more before, unchanged."""
+        :attr:`patience` seconds or more before, unchanged."""
         if self._seen is None or self._seen[0] != holder:
             self._seen = (holder, steady)
             return False
-        return steady - self._seen[1] >= LEASE_WAIT_CAP
+        return steady - self._seen[1] >= self.patience
 
     def forget(self) -> None:
         """Drop what was seen (this plane holds the lease)."""
         self._seen = None
 
 
-def log_unrenewed(holder: Holder, t: float, where: str) -> None:
+def log_unrenewed(holder: Holder, t: float, where: str, waited: float = LEASE_WAIT_CAP) -> None:
     """Log that ``holder``'s lease (of ``where``) is taken over (or, before an upgrade, let
     be): no one renewed it (:class:`LeaseWatch`) though its expiry lay far ahead at ``t``."""
     log.warning(
@@ -331,7 +335,7 @@ def log_unrenewed(holder: Holder, t: float, where: str) -> None:
         "clock runs that much ahead): that plane is gone, and its lease is taken over",
         where,
         holder.describe(),
-        LEASE_WAIT_CAP,
+        waited,
         (holder.expires_at or t) - t,
     )
 

@@ -237,7 +237,7 @@ class Reconciler(PollStep):
         :func:`~danlu.server.loops.steady_clock` for a pass on the wall clock, none for one
         given its ``now`` (a test's own time)."""
         self.clock_steps = ClockSteps()
-        self.lease_watch = LeaseWatch()
+        self.lease_watch = LeaseWatch(self.ttl)
         """Watches the lease another plane holds (on :attr:`monotonic`, else
         :func:`~danlu.server.loops.steady_clock`): one no one renews is taken over."""
         self._lock = threading.Lock()
@@ -403,7 +403,7 @@ class Reconciler(PollStep):
                         self._lost_lease(holder.describe())
                     self._leading = False
                     return False
-                log_unrenewed(holder, t, "reconcile")
+                log_unrenewed(holder, t, "reconcile", self.lease_watch.patience)
                 took = locks.LeaseTake.TAKEN
             self.lease_watch.forget()
             if took is locks.LeaseTake.TAKEN:
