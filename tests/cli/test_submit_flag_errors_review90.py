@@ -150,3 +150,12 @@ def test_the_servers_refusal_of_the_files_own_dependency_keeps_its_field(
     spec.write_text(HELLO + "depends_on: [3f2a9c01d2e4]\n")
     err = _stderr("submit", str(spec), "--after", "ffff")
     assert err == "error: depends_on.0.job: no job 'ffff'\n"
+
+
+def test_a_spec_file_that_is_no_mapping_is_said_in_yamls_words(spec: Path) -> None:
+    """A spec file holding a list said ``got list``, Python's name for it."""
+    spec.write_text("- hello\n- world\n")
+    err = _stderr("submit", str(spec))
+    assert err == (
+        f"error: {spec}: a job spec must be a mapping of fields, got a list (['hello', 'world'])\n"
+    )

@@ -14,7 +14,7 @@ from danlu.cli.options import load_spec_file
 from danlu.cli.spec_flags import by_flag
 from danlu.core.errors import SpecError
 from danlu.core.spec import TEXT_FIELDS, parse_spec
-from danlu.core.spec_text import load_yaml
+from danlu.core.spec_text import given_words, load_yaml
 
 JOB_SPEC_FIX = "give the job spec file (YAML or JSON)"
 """What to give instead of a SPEC refused (empty, or a named pipe)."""
@@ -46,7 +46,7 @@ def build_spec(
     caller submits it as a job array)."""
     data = load_spec_file(path, JOB_SPEC_FIX)
     if not isinstance(data, dict):
-        raise SpecError("", f"a job spec must be a mapping of fields, got {type(data).__name__}")
+        raise SpecError("", f"a job spec must be a mapping of fields, got {given_words(data)}")
     for key, value in overrides.items():
         if value is not None:
             set_path(data, key, value)
