@@ -48,3 +48,26 @@ def test_only_gpus_in_mig_mode_is_an_error_naming_it() -> None:
     with pytest.raises(DeviceUnavailableError, match=r"GPU 0: in MIG mode"):
         discover(nvml, hostname="box")
     assert nvml.calls == ["init", "shutdown"]
+
+
+def test_a_gpu_in_mig_mode_whose_readings_fail_is_told_to_leave_mig_mode(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A GPU in MIG mode that answers NOT_SUPPORTED for its whole-GPU memory was warned of
+    as unreadable, to be reset (nvidia-smi -r) or the host rebooted: neither ends MIG mode."""
+    gpus = [_gpu(0, H100, 80 * GiB, mig=1), _gpu(1, H100, 80 * GiB, mig=0)]
+    nvml = _with_mig(fake_nvml(gpus))
+    read_memory = nvml.nvmlDeviceGetMemoryInfo
+
+    def memory(h: dict[str, Any]) -> Any:
+        if h["mig"]:
+            raise _NvmlError(NOT_SUPPORTED)
+        return read_memory(h)
+
+    nvml.nvmlDeviceGetMemoryInfo = memory
+    inventory = discover(nvml, hostname="box")
+    assert [g.uuid for g in inventory.gpus] == ["GPU-1"]
+    assert "GPU 0 is in MIG mode" in caplog.text and "cannot be read" not in caplog.text
+    del gpus[1]
+    with pytest.raises(DeviceUnavailableError, match=r"GPU 0: in MIG mode"):
+        discover(nvml, hostname="box")

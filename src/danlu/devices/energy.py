@@ -17,6 +17,7 @@ allocations name them). Readings are joules, counted from the meter's first read
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections.abc import Mapping
 from types import ModuleType
@@ -29,9 +30,11 @@ from danlu.devices.nvml import (
     MAX_PLAUSIBLE_WATTS,
     device_handle,
     load_nvml,
-    nvml_number,
+    nvml_count,
     nvml_watts,
 )
+
+log = logging.getLogger(__name__)
 
 
 class EnergyMeter(Protocol):
@@ -118,29 +121,57 @@ class NvmlEnergyMeter:
         next rise covers)."""
         self._integrator = _Integrator()
         """Totals of the GPUs without a counter, from their power draw."""
+        self._said: set[tuple[GpuKey, str]] = set()
+        """The GPUs whose way of metering has been logged, with that way (``"power"``,
+        ``"none"``): said once per meter, not at every reading."""
         self._closed = False
 
     def _counter(self, key: GpuKey) -> float | None:
         """The device's total-energy counter in joules, or None where it has none (or
         answers with no valid reading: NaN, infinite or negative would poison the total
-        for good, so such a reading counts as a failed one)."""
+        for good, and NVML's all-ones "not available" reads as a counter of 18 million
+        TJ, whose difference with the next reading loses the joules in rounding, so such
+        a reading counts as a failed one: :func:`~danlu.devices.nvml.nvml_count`)."""
         try:
             handle = device_handle(self._lib, self.gpus[key], self._uuids.get(key))
-            millijoules = nvml_number(self._lib.nvmlDeviceGetTotalEnergyConsumption(handle))
+            millijoules = nvml_count(self._lib.nvmlDeviceGetTotalEnergyConsumption(handle))
         except Exception:  # pre-Volta GPUs and some drivers: "Not Supported"
             return None
         return None if millijoules is None else millijoules / 1000.0
 
     def _power(self, key: GpuKey) -> float:
-        """The device's power draw in watts (0 where NVML cannot read it, or answers with
-        no valid reading: one above :data:`MAX_PLAUSIBLE_WATTS` would be charged as megawatts
-        for the whole interval)."""
+        """The device's power draw in watts, for a GPU whose counter does not answer (0
+        where NVML cannot read it either, or answers with no valid reading: one above
+        :data:`MAX_PLAUSIBLE_WATTS` would be charged as megawatts for the whole interval).
+        That the GPU is metered by its power, or as using nothing, is logged once."""
         try:
             handle = device_handle(self._lib, self.gpus[key], self._uuids.get(key))
             watts = nvml_watts(self._lib.nvmlDeviceGetPowerUsage(handle))
         except Exception:  # a GPU that reports neither is metered as using nothing
+            watts = None
+        if watts is None:
+            self._say_once(
+                key,
+                "none",
+                logging.WARNING,
+                "reports neither an energy counter nor its power draw: its energy is "
+                "counted as 0 while it does not (check nvidia-smi -q -d POWER)",
+            )
             return 0.0
-        return 0.0 if watts is None else watts
+        self._say_once(
+            key,
+            "power",
+            logging.INFO,
+            "reports no energy counter (GPUs before Volta, some drivers): its energy is "
+            "its power draw integrated between readings",
+        )
+        return watts
+
+    def _say_once(self, key: GpuKey, way: str, level: int, text: str) -> None:
+        """Log that GPU ``key`` is metered ``way`` (``text``), the first time only."""
+        if (key, way) not in self._said:
+            self._said.add((key, way))
+            log.log(level, "energy: GPU %d of %s %s", self.gpus[key], key[0], text)
 
     def read(self, t: float, busy: Mapping[GpuKey, int]) -> dict[GpuKey, float]:
         """Each GPU's joules since the first reading: its counter's rise since then, or
@@ -176,15 +207,20 @@ class NvmlEnergyMeter:
                 else:
                     watts[key] = self._power(key)
             elif key in self._first or key not in self._integrator.totals:
+                before = self._counted.get(key, 0.0)
                 first = self._first.setdefault(key, joules)
-                rise = joules - first - self._counted.get(key, 0.0)
+                rise = joules - first - before
                 since = self._counted_at.get(key, last)
                 ceiling = MAX_PLAUSIBLE_WATTS * (0.0 if since is None else max(0.0, t - since))
                 if rise < 0.0 and joules <= ceiling:  # the driver reloaded: from 0 again
-                    first = self._first[key] = -self._counted.get(key, 0.0)
+                    self._first[key] = -before
+                    rise = joules
                 elif rise < 0.0 or rise > ceiling:  # a glitch
-                    first = self._first[key] = joules - self._counted.get(key, 0.0)
-                counted[key] = self._counted[key] = joules - first
+                    self._first[key] = joules - before
+                    rise = 0.0
+                # the total goes on from the last by the rise (not the counter less its
+                # first value, which a huge glitch reading leaves rounded below the total)
+                counted[key] = self._counted[key] = before + rise
                 self._counted_at[key] = t if since is None else max(since, t)
             else:
                 switched[key] = joules

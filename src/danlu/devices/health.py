@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Final, Protocol
@@ -140,13 +140,20 @@ class NvmlHealthCheck:
 
     def _start(self) -> None:
         self._lib = load_nvml(self._module)
+        self._events = self._event_set(frozenset())
+
+    def _event_set(self, leave_out: Collection[GpuKey]) -> Any:
+        """A new NVML event set taking the Xid events of the check's GPUs but those in
+        ``leave_out``; None where the driver has no events or no GPU takes them."""
         lib = self._lib
         try:
             events = lib.nvmlEventSetCreate()
         except Exception:  # no events on this driver: the state checks still run
-            return
+            return None
         registered = False
         for key, device in self.gpus.items():
+            if key in leave_out:
+                continue
             try:
                 handle = device_handle(lib, device, self._uuids.get(key))
                 lib.nvmlDeviceRegisterEvents(handle, _XID_CRITICAL, events)
@@ -154,10 +161,17 @@ class NvmlHealthCheck:
             except Exception:  # a GPU without Xid events (or lost already)
                 continue
         if registered:
-            self._events = events
-        else:
+            return events
+        with contextlib.suppress(Exception):
+            lib.nvmlEventSetFree(events)
+        return None
+
+    def _free_events(self) -> None:
+        """Free the event set (best effort); none is held after."""
+        if self._events is not None:
             with contextlib.suppress(Exception):
-                lib.nvmlEventSetFree(events)
+                self._lib.nvmlEventSetFree(self._events)
+            self._events = None
 
     def _read(self, call: Any, *args: Any) -> Any:
         """``call(*args)``; :class:`_Unusable` for a lost GPU or one that needs a reset,
@@ -213,15 +227,32 @@ class NvmlHealthCheck:
             found.append(f"{errors} uncorrectable ECC errors since the driver loaded")
         return found
 
-    def _xid_faults(self) -> list[GpuFault]:
+    def _xid_faults(self, unusable: Collection[GpuKey]) -> list[GpuFault]:
+        """The Xid faults waiting in the event set. Once a GPU of the set is lost, NVML's
+        wait answers ``GPU_IS_LOST`` at once, every time, so no other GPU's Xid would be
+        read again: the set is then made again without the GPUs this check found
+        ``unusable`` (and those NVML no longer registers), once a check."""
         lib = self._lib
         wait = getattr(lib, "nvmlEventSetWait_v2", None) or lib.nvmlEventSetWait
         found: list[GpuFault] = []
+        remade = False
         for _ in range(_EVENTS_PER_CHECK):
             try:
                 event = wait(self._events, 0)
-            except Exception:  # NVML's timeout: no event left (any other error: none read)
-                break
+            except Exception as exc:  # NVML's timeout: no event left (any other: none read)
+                if remade or _error_value(exc) != _GPU_IS_LOST:
+                    break
+                remade = True
+                self._free_events()
+                self._events = self._event_set(unusable)
+                if self._events is None:
+                    break
+                log.warning(
+                    "health: NVML's Xid events answer that a GPU is lost: they are read "
+                    "again without the GPUs found unusable (%s)",
+                    ", ".join(f"{node} GPU {gpu}" for node, gpu in sorted(unusable)) or "none",
+                )
+                continue
             if nvml_count(getattr(event, "eventType", None)) != _XID_CRITICAL:
                 continue
             xid = nvml_count(getattr(event, "eventData", None))
@@ -258,22 +289,21 @@ class NvmlHealthCheck:
         if self._lib is None:
             self._start()
         faults: list[GpuFault] = []
+        unusable: set[GpuKey] = set()
         for key in self.gpus:
             try:
                 faults += [GpuFault(key, reason) for reason in self._state_faults(key)]
-            except _Unusable as unusable:
-                faults.append(GpuFault(key, str(unusable)))
+            except _Unusable as why:
+                faults.append(GpuFault(key, str(why)))
+                unusable.add(key)
         if self._events is not None:
-            faults += self._xid_faults()
+            faults += self._xid_faults(unusable)
         return faults
 
     def close(self) -> None:
         self._closed = True
         if self._lib is not None:
-            if self._events is not None:
-                with contextlib.suppress(Exception):
-                    self._lib.nvmlEventSetFree(self._events)
-                self._events = None
+            self._free_events()
             with contextlib.suppress(Exception):  # shutting down is best effort
                 self._lib.nvmlShutdown()
             self._lib = None

@@ -57,10 +57,11 @@ class NodeInventory:
         return Node(self.name, len(self.gpus), GpuType(kind.name, memory))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Inventory:
     """All GPUs an executor can use; ``source`` is ``"nvml"``, ``"fake"``, ``"slurm"`` or
-    ``"ray"`` (a cluster's nodes, whose GPUs this host cannot read)."""
+    ``"ray"`` (a cluster's nodes, whose GPUs this host cannot read). Weakly referable: what
+    is said about its GPUs is kept with it (:mod:`danlu.devices.metrics`)."""
 
     nodes: tuple[NodeInventory, ...]
     source: str

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation
 from danlu.devices.inventory import GpuInfo, Inventory
@@ -111,15 +112,40 @@ def synthetic(inventory: Inventory, allocations: Iterable[Allocation]) -> Invent
     return Inventory(tuple(nodes), inventory.source)
 
 
+_UNREADABLE: WeakKeyDictionary[Inventory, set[tuple[str, int, str]]] = WeakKeyDictionary()
+"""The GPUs (host, index, UUID) of each inventory that :func:`sample_metrics` found
+unreadable and said so: a lost GPU stays lost until it is reset, and a warning at every
+scrape (every few seconds) says nothing new. One read again is said, and taken off (a later
+failure is warned again). Kept with the inventory, and gone with it."""
+
+
+def _say_unreadable(
+    unreadable: set[tuple[str, int, str]], gpu: tuple[str, int, str], exc: BaseException
+) -> None:
+    """Log that ``gpu`` cannot be read: a warning the first time, debug while it lasts."""
+    hostname, index, _ = gpu
+    first = gpu not in unreadable
+    unreadable.add(gpu)
+    log.log(
+        logging.WARNING if first else logging.DEBUG,
+        "metrics: GPU %d of %s cannot be read (%s)%s",
+        index,
+        hostname,
+        exc,
+        "; its gauges are left out until it reads again (logged once)" if first else "",
+    )
+
+
 def sample_metrics(
     inventory: Inventory,
     allocations: Iterable[Allocation] = (),
     nvml: ModuleType | Any | None = None,
 ) -> list[MetricSample]:
     """Current per-GPU samples: read from NVML for an NVML inventory (a GPU NVML cannot read
-    now, e.g. one lost, is left out with a warning logged; the others are sampled),
-    synthesised from ``allocations`` (node/GPU indices of ``inventory.cluster()``) for a fake
-    one, and none for a cluster's nodes (Slurm's, Ray's), whose GPUs this host cannot read."""
+    now, e.g. one lost, is left out with a warning logged the first time only; the others
+    are sampled), synthesised from ``allocations`` (node/GPU indices of
+    ``inventory.cluster()``) for a fake one, and none for a cluster's nodes (Slurm's,
+    Ray's), whose GPUs this host cannot read."""
     if inventory.source == "fake":
         current = synthetic(inventory, allocations)
         return [s for n in current.nodes for g in n.gpus for s in _samples(g, n.hostname)]
@@ -127,16 +153,19 @@ def sample_metrics(
         return []
     lib = load_nvml(nvml)
     samples: list[MetricSample] = []
+    unreadable = _UNREADABLE.setdefault(inventory, set())
     try:
         for node in inventory.nodes:
             for gpu in node.gpus:
+                said = (node.hostname, gpu.index, gpu.uuid)
                 try:
                     read = read_gpu(lib, gpu.index, gpu.uuid)
                 except Exception as exc:  # this GPU only: the others' series go on
-                    log.warning(
-                        "metrics: GPU %d of %s cannot be read (%s)", gpu.index, node.hostname, exc
-                    )
+                    _say_unreadable(unreadable, said, exc)
                     continue
+                if said in unreadable:
+                    unreadable.discard(said)
+                    log.info("metrics: GPU %d of %s is read again", gpu.index, node.hostname)
                 samples += _samples(read, node.hostname)
     finally:
         with contextlib.suppress(Exception):  # shutting down is best effort

@@ -50,10 +50,8 @@ counter rising faster than this between two readings, is a glitch, not use."""
 MAX_PLAUSIBLE_CELSIUS = 300.0
 """The hottest a GPU's temperature reading is believed (far beyond any GPU's shutdown
 temperature): one above it (NVML's unsigned ``0xFFFFFFFF``) is no reading."""
-_NVML_HINT = (
-    "install the NVIDIA driver and `pip install nvidia-ml-py`, or run without GPUs using "
-    "fake ones: --fake-gpus 4x80GiB"
-)
+_FAKE_HINT = "or run without GPUs using fake ones: --fake-gpus 4x80GiB"
+_NVML_HINT = f"install the NVIDIA driver and `pip install nvidia-ml-py`, {_FAKE_HINT}"
 
 
 def load_nvml(nvml: ModuleType | Any | None = None) -> Any:
@@ -69,8 +67,36 @@ def load_nvml(nvml: ModuleType | Any | None = None) -> Any:
     try:
         lib.nvmlInit()
     except Exception as exc:  # pynvml.NVMLError and friends: no driver, no device
-        raise DeviceUnavailableError(f"NVML cannot start ({exc}); {_NVML_HINT}") from None
+        raise DeviceUnavailableError(f"NVML cannot start ({exc}); {_init_fix(exc)}") from None
     return lib
+
+
+_INIT_FIXES: Mapping[int, str] = {
+    4: "this user may not open the GPUs' device files (/dev/nvidia*): run danlu as a user "
+    "allowed to (e.g. in the video group), or fix their permissions",
+    9: "the NVIDIA kernel module is not loaded: load it (modprobe nvidia) or reinstall the driver",
+    12: "NVML's library (libnvidia-ml.so.1) is not found: install the NVIDIA driver (in a "
+    "container, start it with the host's GPUs: --gpus all)",
+    18: "the NVIDIA kernel module and its library are of different driver versions (the "
+    "driver was upgraded and the old module is still loaded): reboot the host, or stop "
+    "what uses the GPUs and reload the nvidia kernel modules",
+}
+"""The fix of each ``nvmlInit`` error whose code (pynvml's ``NVMLError.value``) says why:
+``NO_PERMISSION``, ``DRIVER_NOT_LOADED``, ``LIBRARY_NOT_FOUND`` and
+``LIB_RM_VERSION_MISMATCH`` (installing the driver mends only the third); any other error
+gets :data:`_NVML_HINT`."""
+_VERSION_MISMATCH = 18
+
+
+def _init_fix(exc: BaseException) -> str:
+    """What to do about ``nvmlInit``'s error ``exc``: its code's fix (the text of a
+    version mismatch names it also where the code is missing), else :data:`_NVML_HINT`."""
+    value = getattr(exc, "value", None)
+    code = value if isinstance(value, int) and not isinstance(value, bool) else None
+    if code is None and "version mismatch" in str(exc).lower():
+        code = _VERSION_MISMATCH
+    fix = _INIT_FIXES.get(code) if code is not None else None
+    return _NVML_HINT if fix is None else f"{fix}; {_FAKE_HINT}"
 
 
 def _text(value: str | bytes) -> str:
@@ -325,6 +351,39 @@ def _served_indices(
     return frozenset(served)
 
 
+DEVICE_ORDER = "CUDA_DEVICE_ORDER"
+
+
+def _warn_of_index_order(
+    lib: Any, count: int, value: str, entries: tuple[int | str, ...], order: str | None
+) -> None:
+    """Warn where ``CUDA_VISIBLE_DEVICES`` ``value`` names GPUs by index on a host with GPUs
+    of more than one model while ``CUDA_DEVICE_ORDER`` (``order``) is not ``PCI_BUS_ID``:
+    danlu reads an index as NVML's (PCI bus order, as ``nvidia-smi``), CUDA then as its own
+    (fastest GPU first), so the GPUs served may not be the ones CUDA would show. Only the
+    GPUs' names are read (a GPU whose name cannot be read counts as no model)."""
+    if order == "PCI_BUS_ID" or not any(isinstance(e, int) for e in entries):
+        return
+    models: set[str] = set()
+    for index in range(count):
+        with contextlib.suppress(Exception):  # unreadable: no model to count
+            name = _text(lib.nvmlDeviceGetName(lib.nvmlDeviceGetHandleByIndex(index)))
+            if not _blank(name):
+                models.add(name.strip())
+    if len(models) > 1:
+        log.warning(
+            "%s=%r names GPUs by index on a host with GPUs of %d models (%s): danlu serves "
+            "NVML's indices (PCI bus order, as nvidia-smi -L lists them), which CUDA numbers "
+            "alike only with %s=PCI_BUS_ID (fastest first otherwise); name the GPUs by UUID "
+            "(nvidia-smi -L) to be sure which are served",
+            VISIBLE_DEVICES,
+            value,
+            len(models),
+            ", ".join(sorted(models)),
+            DEVICE_ORDER,
+        )
+
+
 def discover(
     nvml: ModuleType | Any | None = None,
     hostname: str | None = None,
@@ -333,9 +392,11 @@ def discover(
     """This host's GPUs from NVML, grouped into one node per GPU type (in device order).
 
     Only the GPUs ``CUDA_VISIBLE_DEVICES`` of ``environ`` shows are served (see the module
-    docstring); one it hides is never read. The caller passes its process's environment
-    (the server reads it in :mod:`danlu.config`, its one reader of the environment); None
-    serves every GPU.
+    docstring); one it hides is never read (but for its name, where the variable names
+    GPUs by index: on a host with GPUs of two models a warning says that CUDA numbers them
+    otherwise unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, also read from ``environ``). The
+    caller passes its process's environment (the server reads it in :mod:`danlu.config`,
+    its one reader of the environment); None serves every GPU.
 
     A GPU NVML cannot read (one that fell off the bus answers ``GPU_IS_LOST``) is left out
     of the inventory, with a warning logged: the GPUs NVML can read are served, and the one
@@ -373,7 +434,21 @@ def discover(
             if shown is None or entries is None
             else sorted(_served_indices(lib, count, shown, entries))
         )
+        if shown is not None and entries is not None:
+            _warn_of_index_order(lib, count, shown, entries, env.get(DEVICE_ORDER))
         for index in served:
+            # before its readings: a GPU in MIG mode may answer NOT_SUPPORTED for some,
+            # and is then told to be reset, not to leave MIG mode
+            if mig_enabled(lib, index):
+                log.warning(
+                    "GPU %d is in MIG mode: it is left out of the inventory (a job would see "
+                    "one MIG instance, not the whole GPU); disable MIG (nvidia-smi -i %d "
+                    "-mig 0, then reset the GPU), then restart danlu to use it",
+                    index,
+                    index,
+                )
+                unreadable.append(f"GPU {index}: in MIG mode")
+                continue
             try:
                 gpu = read_gpu(lib, index)
             except Exception as exc:  # e.g. GPU_IS_LOST: this GPU only, not the host's
@@ -384,16 +459,6 @@ def discover(
                     exc,
                 )
                 unreadable.append(f"GPU {index}: {exc}")
-                continue
-            if mig_enabled(lib, index):
-                log.warning(
-                    "GPU %d is in MIG mode: it is left out of the inventory (a job would see "
-                    "one MIG instance, not the whole GPU); disable MIG (nvidia-smi -i %d "
-                    "-mig 0, then reset the GPU), then restart danlu to use it",
-                    index,
-                    index,
-                )
-                unreadable.append(f"GPU {index}: in MIG mode")
                 continue
             if gpu.name == unnamed_gpu(gpu.memory_total):
                 log.warning(
