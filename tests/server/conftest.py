@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -99,6 +100,28 @@ def db_url(
     truncate(db)
     db.dispose()
     return str(url)
+
+
+@pytest.fixture
+def fresh_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The URL of an empty (never migrated) database of ``backend``: a new SQLite file, or a
+    new database on the test session's PostgreSQL server, dropped afterwards."""
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'shared.db'}"
+        return
+    server = request.getfixturevalue("pg_server")
+    if server is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install -y postgresql)")
+    name = f"fresh_{uuid.uuid4().hex[:12]}"
+    admin = Database(server.url("postgres"))
+    try:
+        with admin.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text(f"CREATE DATABASE {name}"))
+        yield str(server.url(name))
+        with admin.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    finally:
+        admin.dispose()
 
 
 @pytest.fixture

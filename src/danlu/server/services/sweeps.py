@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -37,6 +38,9 @@ from danlu.core.spec import parse_spec
 from danlu.core.state import JobState
 from danlu.core.sweep import (
     ARRAY_PARAMETER,
+    EarlyStopping,
+    Metric,
+    Parameter,
     SweepSpec,
     parse_sweep,
     trial_checkpoint_dir,
@@ -85,8 +89,31 @@ class TrialResult:
 
 
 def spec_of(sweep: Sweep) -> SweepSpec:
-    """The stored spec (as accepted at submission)."""
-    return SweepSpec.model_validate(sweep.spec)
+    """The stored spec (as accepted at submission). One that a check added since refuses
+    (a range of ``-1e308..1e308``, accepted before 2026-12-01) is read as it was stored,
+    without the checks, as a job's stored spec is (``parse_spec(stored=True)``): it was valid
+    when accepted, and its sweep must still be listed, shown and run."""
+    try:
+        return SweepSpec.model_validate(sweep.spec)
+    except ValidationError:
+        return _as_stored(sweep.spec)
+
+
+def _as_stored(stored: Mapping[str, Any]) -> SweepSpec:
+    """``stored`` (a :class:`SweepSpec`'s stored ``model_dump``) as a :class:`SweepSpec`
+    built without validation, its parameters, metric and early-stopping rule as their
+    models."""
+    data = dict(stored)
+    parameters = data.get("parameters") or {}
+    data["parameters"] = {
+        key: Parameter.model_construct(**value) for key, value in parameters.items()
+    }
+    if isinstance(data.get("metric"), Mapping):
+        data["metric"] = Metric.model_construct(**data["metric"])
+    if isinstance(data.get("early_stopping"), Mapping):
+        data["early_stopping"] = EarlyStopping.model_construct(**data["early_stopping"])
+    known = {key: value for key, value in data.items() if key in SweepSpec.model_fields}
+    return SweepSpec.model_construct(**known)
 
 
 def notes_of(sweep: Sweep) -> list[str]:
