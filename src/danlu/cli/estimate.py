@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -17,6 +17,9 @@ from danlu.core.errors import DanluError, SpecError, UnknownNameError
 from danlu.core.spec import MAX_BATCH
 from danlu.core.units import format_bytes, parse_bytes
 from danlu.core.values import range_message
+
+if TYPE_CHECKING:
+    from danlu.estimate.memory import FittedMemoryModel
 
 DEFAULT_FIT_POINTS = "1,2,4"
 """``--fit-points`` when not given."""
@@ -254,6 +257,11 @@ def run_estimate(
             result["max_batch_capped"] = mb is not None and mb >= model.max_batch_cap
             result["gpu_memory_bytes"] = limit
             result["margin_bytes"] = margin_bytes
+            if mb is None and "max_batch_error" not in result:
+                # "none" alone left the user to guess how far off the limit is
+                need_batch, need = _smallest_need(model)
+                result["max_batch_needs_batch_size"] = need_batch
+                result["max_batch_needs_bytes"] = need
         result["fit_seconds"] = round(time.perf_counter() - t1, 4)
     # written as the other commands write: a full disk or a reader gone (| head) is an
     # error line or exit 141, not a traceback
@@ -333,7 +341,15 @@ def _max_batch_answer(result: dict[str, Any]) -> str:
         return f"not known: {result['max_batch_error']}"
     mb = result["max_batch"]
     if not mb:
-        return "none (b=1 does not fit)"
+        need_batch = result["max_batch_needs_batch_size"]
+        budget = result["limit_bytes"] - result["margin_bytes"]
+        return (
+            f"none: it does not fit even at batch {need_batch}, which needs "
+            f"{format_bytes(result['max_batch_needs_bytes'])} on the GPU (the CUDA context's "
+            f"{format_bytes(result['context_bytes'])} included), over the "
+            f"{format_bytes(budget)} the limit leaves after the margin; give a larger "
+            "--gpu-memory or --gpu, or a smaller model or --precision"
+        )
     if result["max_batch_capped"]:
         from danlu.estimate.memory.fit import DEFAULT_MAX_EXTRAPOLATION
 
@@ -342,6 +358,19 @@ def _max_batch_answer(result: dict[str, Any]) -> str:
             "traced batch; trace larger --fit-points)"
         )
     return str(mb)
+
+
+def _smallest_need(model: FittedMemoryModel) -> tuple[int, int]:
+    """The smallest batch ``model`` answers and its peak bytes on the GPU: batch 1, else
+    (the fit refuses it) the smallest traced batch, what ``--max-batch`` says is needed
+    when even that does not fit."""
+    from danlu.estimate.memory import ExtrapolationError
+
+    try:
+        return 1, model.predict(1)
+    except ExtrapolationError:
+        smallest = min(model.estimates)
+        return smallest, model.predict(smallest)
 
 
 def _margin_bytes(margin: str, limit: int) -> int:

@@ -307,7 +307,9 @@ def checked_loss(loss: Any) -> torch.Tensor:
     named neither the function nor the fix (``'tuple' object has no attribute 'backward'``)."""
     fix = "return the micro-batch's mean loss as a scalar tensor computed from the model"
     if not isinstance(loss, torch.Tensor):
-        raise SpecError("MODEL_REF", f"loss_fn returned a {type(loss).__name__}: {fix}")
+        raise SpecError(
+            "MODEL_REF", f"loss_fn returned a {type(loss).__name__}: {fix}{_loss_within(loss)}"
+        )
     if loss.numel() != 1:
         raise SpecError(
             "MODEL_REF",
@@ -321,6 +323,25 @@ def checked_loss(loss: Any) -> torch.Tensor:
             f"model's trainable parameters, or under torch.no_grad()): {fix}",
         )
     return loss
+
+
+def _loss_within(returned: Any) -> str:
+    """Where the loss is in what ``loss_fn`` returned, as a hint to return it (``""`` when
+    not seen): a model output's ``.loss`` (a dataclass, a Hugging Face ``ModelOutput``), a
+    mapping's ``"loss"``, a tuple's or list's first one-element tensor. The refusal said "return the
+    mean loss as a scalar tensor" to a user whose function returned ``model(**batch)``."""
+    if isinstance(returned, Mapping):
+        if isinstance(returned.get("loss"), torch.Tensor):
+            return "; its ['loss'] holds one: return that (e.g. model(**batch)['loss'])"
+        return ""
+    if isinstance(returned, tuple | list):
+        for i, item in enumerate(returned):
+            if isinstance(item, torch.Tensor) and item.numel() == 1:
+                return f"; its item {i} is one value: return it alone if it is the loss (out[{i}])"
+        return ""
+    if isinstance(getattr(returned, "loss", None), torch.Tensor):
+        return "; its .loss holds one: return that (e.g. model(**batch).loss)"
+    return ""
 
 
 def _leaves(objs: Any) -> Iterator[Any]:

@@ -164,6 +164,7 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
     with (
         _value_reads_refused(req.model_ref),
         _sparse_refused(req.model_ref),
+        _cuda_refused(req.model_ref),
         FakeTensorMode(allow_non_fake_inputs=False) as mode,
     ):
         tracker = StorageTracker(req.target, req.probe_limit_bytes)
@@ -324,6 +325,43 @@ def _sparse_refused(model_ref: str) -> Iterator[None]:
             "nn.Embedding or nn.EmbeddingBag with sparse=True): the tracer cannot size it "
             "(its number of entries depends on the values, which fake tensors do not have); "
             "trace the model with sparse=False, whose dense gradients hold the whole table",
+        ) from None
+
+
+CUDA_REFUSALS = (
+    "not linked with support for cuda",
+    "not compiled with cuda",
+    "no nvidia driver",
+    "no cuda gpus",
+    "cuda driver initialization failed",
+    "at least two devices",
+    "two different devices",
+)
+"""What torch says (lower-cased) when a tensor is put on a CUDA device where the tracer
+runs: a torch without CUDA, a machine without a GPU, or a model on a CUDA device beside a
+batch on the CPU."""
+
+
+@contextlib.contextmanager
+def _cuda_refused(model_ref: str) -> Iterator[None]:
+    """A :class:`SpecError` on ``MODEL_REF`` when the factory, its model's ``__init__`` or
+    ``make_batch`` puts tensors on a CUDA device (``.cuda()``, ``.to("cuda")``,
+    ``device="cuda"``): the trace failed with torch's bare "PyTorch is not linked with
+    support for cuda devices" and the traceback of the program, saying neither the fix nor
+    that ``danlu.train`` moves the model and the batch to the GPU itself."""
+    try:
+        yield
+    except (RuntimeError, AssertionError) as exc:
+        said = str(exc).lower()
+        if "cuda" not in said or not any(what in said for what in CUDA_REFUSALS):
+            raise
+        raise SpecError(
+            "MODEL_REF",
+            f"{model_ref} puts tensors on a CUDA device ({type(exc).__name__}: {exc}): the "
+            "tracer builds the model and the batch on the CPU, with fake tensors that "
+            "allocate nothing; return them on the CPU, without .cuda(), .to('cuda') or "
+            "torch.set_default_device('cuda') in the factory, the model's __init__ or "
+            "make_batch (danlu.train moves the model and each batch to the GPU)",
         ) from None
 
 
