@@ -53,6 +53,9 @@ _LAUNCHER_TERMINATED = re.compile(
 )
 KILLED_EXIT_CODE = 137
 """128 + SIGKILL: what a shell reports for a process the kernel's OOM killer killed."""
+SIGNAL_LIMIT = 65
+"""Signal numbers are below it: Linux's run from 1 to ``SIGRTMAX``, 64 (the nodes' numbers,
+whatever this host's ``signal.NSIG``)."""
 
 
 def _whole(value: object) -> int | None:
@@ -480,6 +483,16 @@ def set_job_env(env: dict[str, str], job: JobLaunch, api_url: str | None) -> Non
             env.pop(key, None)
 
 
+def exit_signal(exit_code: int | None) -> int | None:
+    """The signal N whose death an exit status ``exit_code`` of 128 + N reports (the shell's
+    convention), or None when it reports none: 128 or less (an exit of the process's own),
+    or 128 + N for no signal N (:data:`SIGNAL_LIMIT`): 255 is a program's ``exit(-1)`` (ssh's
+    failure), not a death by "signal 127"."""
+    if exit_code is None or not 0 < exit_code - 128 < SIGNAL_LIMIT:
+        return None
+    return exit_code - 128
+
+
 def gang_exit(codes: Iterable[int]) -> int:
     """The exit status of a run of several nodes from its nodes' statuses, in the order
     they exited: the first failure that is not :data:`PREEMPTED_EXIT_CODE` (a node that
@@ -494,7 +507,8 @@ def classify_exit(
 ) -> Outcome:
     """Classify an exited run.
 
-    0 -> SUCCEEDED; 75 -> PREEMPTED; a run killed after a preemption request -> PREEMPTED,
+    0 -> SUCCEEDED; 75 -> PREEMPTED; a run killed after a preemption request (its exit
+    status one of a death by signal, :func:`exit_signal`; not 255) -> PREEMPTED,
     and so is one whose launcher ended on the request's SIGTERM (torchrun's agent exits 1
     with a ``SignalException`` after its workers checkpointed); torch's ``OutOfMemoryError``
     / "CUDA out of memory" in the log tail, or exit status 137 with an out-of-memory marker
@@ -508,7 +522,7 @@ def classify_exit(
     if (
         stop_reason is StopReason.PREEMPT
         and exit_code is not None
-        and (exit_code > 128 or _LAUNCHER_TERMINATED.search(log_tail))
+        and (exit_signal(exit_code) is not None or _LAUNCHER_TERMINATED.search(log_tail))
     ):
         return Outcome.PREEMPTED
     if _CUDA_OOM.search(log_tail):

@@ -32,6 +32,7 @@ from danlu.executors.base import (
     check_grace,
     check_log_range,
     check_slots,
+    exit_signal,
     refreshed_cluster,
     reindexed,
 )
@@ -274,7 +275,7 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
             RunState.EXITED,
             outcome=outcome,
             exit_code=code,
-            signal=9 if code == 137 else None,
+            signal=exit_signal(code),
             stop_reason=run.stop_reason,
             started_at=run.started_at,
             finished_at=end,

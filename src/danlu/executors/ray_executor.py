@@ -79,6 +79,7 @@ from danlu.executors.base import (
     MultiNodeExecutor,
     RunState,
     StopReason,
+    exit_signal,
     job_environment,
     master_port,
     node_devices,
@@ -340,8 +341,7 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
                 )
         try:
             return self._start(job, run_dir, names, alive)
-        except OSError as exc:
-            shutil.rmtree(run_dir, ignore_errors=True)
+        except OSError as exc:  # (the run directory, if this launch made it, is removed)
             raise NodeLaunchError(
                 f"cannot write the run files of job {job.job_id}: {exc}", nodes=()
             ) from exc
@@ -349,8 +349,6 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
     def _start(
         self, job: JobLaunch, run_dir: Path, names: list[str], alive: dict[str, dict[str, Any]]
     ) -> Handle:
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
         actors = run_actors(job.job_id, job.run_attempt, len(names) or 1)
         stale = self._unkilled.get(tuple(actors))
         if stale is not None:  # of a launch of this run that failed: Ray's GCS silent
@@ -361,13 +359,29 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
                 )
             self._unkilled.pop(tuple(actors), None)
         log_path, offset = self._open_log(self._log_dir, job.job_id)
-        self._make_run_dir(run_dir, job.job_id)
+        with self._new_run_dir(run_dir, job.job_id):
+            record = self._launch_record(job, log_path, offset)
+            record.update(nodes=names, actors=actors)
+            return self._start_actors(job, run_dir, alive, record)
+
+    def _start_actors(
+        self,
+        job: JobLaunch,
+        run_dir: Path,
+        alive: dict[str, dict[str, Any]],
+        record: dict[str, Any],
+    ) -> Handle:
+        """Write the launch ``record`` of ``job``'s run into ``run_dir``, made for it, and
+        start its actors (``record["actors"]``) on its nodes (``record["nodes"]``, Ray's
+        ``alive`` nodes by name)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        names: list[str] = record["nodes"]
+        actors: list[str] = record["actors"]
         devices = node_devices(job, self.inventory())
         # a run without GPUs is one process anywhere in the cluster: its torchrun is alone
         first = alive[names[0]] if names else {}
         master = str(first.get("NodeManagerAddress") or "127.0.0.1")
-        record = self._launch_record(job, log_path, offset)
-        record.update(nodes=names, actors=actors)
         supervise.write_json(run_dir / supervise.LAUNCH, record)
         for rank, actor_name in enumerate(actors):
             options: dict[str, Any] = {
@@ -624,8 +638,7 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
         reason: StopReason | None,
     ) -> ExecStatus:
         """Record how the run ended and kill its actors."""
-        code = result.get("exit_code")
-        result["signal"] = code - 128 if isinstance(code, int) and code > 128 else None
+        result["signal"] = exit_signal(result.get("exit_code"))
         status = self._record(run_dir, result, reason)
         self._kill_ended(run_dir, launch)
         return status

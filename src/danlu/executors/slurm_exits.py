@@ -28,7 +28,6 @@ An exit record whose ``finished_at`` is unknown is none of a requeued run's.
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from danlu.executors.base import (
     Outcome,
     StopReason,
     classify_exit,
+    exit_signal,
     gang_exit,
 )
 from danlu.executors.slurmctl import LAUNCH_FAILURE, NODE_LOST_STATES, SlurmJob
@@ -266,8 +266,8 @@ def run_result(
             state == "CANCELLED" and reason is None
         ):
             error = f"Slurm job {slurm_id} ended {state}"
-    if sig is None and code is not None and 0 < code - 128 < signal.NSIG:
-        sig = code - 128  # 128 + N: died of signal N (255, a program's exit(-1), is none)
+    if sig is None:
+        sig = exit_signal(code)  # 128 + N: died of signal N (255 is none)
     return {
         "outcome": outcome.value,
         "exit_code": code,

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from danlu.executors.base import SIGNAL_LIMIT
 from danlu.executors.errors import ExecutorError, ExecutorUnavailableError
 
 log = logging.getLogger(__name__)
@@ -127,10 +128,6 @@ _USER_ID = re.compile(r"^(.*)\((\d+)\)$")
 (``alice(1000)``; ``nobody(4242)`` or ``(null)(4242)`` where the host cannot name it)."""
 _REASON_STAMP = re.compile(r"\[[^\]\s@]+@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\]")
 """The ``[user@2026-11-29T04:58:05]`` Slurm appends to a node's ``Reason``."""
-_MAX_SIGNAL = 65
-"""Signal numbers are below it (Linux's run to ``SIGRTMAX``, 64; an exit status of 128 + N
-says signal N): Slurm records ``0:125`` for a job its cgroup killed out of memory
-(``OUT_OF_MEMORY``), which is no signal."""
 # name[:type][:no_consume]:count, as slurm.conf writes a node's Gres; a type is never the
 # word no_consume (``gpu:no_consume:4`` is four GPUs of no type, not 0).
 _GRES_ITEM = re.compile(r"^gpu(?::(?!no_consume:)([^:(]+))?(?::no_consume)?:(\d+)")
@@ -315,15 +312,16 @@ def job_from_fields(fields: Mapping[str, str]) -> SlurmJob:
     is exit 75, ``0:9`` a death from signal 9 (exit status 137); a job Slurm could not
     launch (``Reason=JobLaunchFailure``, :data:`LAUNCH_FAILURE`) has neither, whatever its
     ``ExitCode`` holds, and nor has one whose status is no exit status (above 255) or whose
-    signal is no signal (:data:`_MAX_SIGNAL` or above: ``0:300`` is not exit 428, ``0:125``
-    not exit 253)."""
+    signal is no signal (:data:`~danlu.executors.base.SIGNAL_LIMIT` or above: ``0:300`` is
+    not exit 428; ``0:125``, which Slurm records for a job its cgroup killed out of memory,
+    ``OUT_OF_MEMORY``, not exit 253)."""
     code: int | None = None
     sig: int | None = None
     exit_field = fields.get("ExitCode", "")
     reason = fields.get("Reason", "")
     if ":" in exit_field and reason != LAUNCH_FAILURE:
         status, number = (_int(part, -1) for part in exit_field.split(":", 1))
-        if 0 < number < _MAX_SIGNAL:
+        if 0 < number < SIGNAL_LIMIT:
             sig, code = number, 128 + number
         elif number <= 0 and 0 <= status <= 255:
             code = status
