@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Annotated, Any
 
 import typer
@@ -315,11 +315,17 @@ def show_data(
     common.fail_on(problems)
 
 
-def titled_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> TitledTable:
+def titled_table(
+    title: str,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    floors: Mapping[str, int] | None = None,
+) -> TitledTable:
     """A table of ``rows`` (Rich markup, as :func:`~danlu.cli.markup.as_text` gives) under
     ``columns``; the first column left, the others right, laid out for the width it is
-    printed at (:class:`TitledTable`)."""
-    return TitledTable(title, columns, rows)
+    printed at (:class:`TitledTable`; ``floors``: the least width of a column, by header,
+    where its header's longest word is too little to read it folded, e.g. a URL)."""
+    return TitledTable(title, columns, rows, floors)
 
 
 class TitledTable(FittedTable):
@@ -329,11 +335,25 @@ class TitledTable(FittedTable):
     with an ellipsis; where even a column as wide as its header's longest word each does not
     fit, one record per line (``name  header: value  ...``)."""
 
-    def __init__(self, title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
+    def __init__(
+        self,
+        title: str,
+        columns: Sequence[str],
+        rows: Iterable[Sequence[str]],
+        floors: Mapping[str, int] | None = None,
+    ) -> None:
         self.title = title
         self.columns = list(columns)
         self.rows = [list(row) for row in rows]
-        self.FLOORS = {header: _longest_word(header) for header in self.columns[1:]}
+        given = floors or {}
+        self.FLOORS = {  # a floor given is no wider than the column's widest cell
+            header: max(
+                _longest_word(header),
+                min([given.get(header, 0), *(_cells(row[i]) for row in self.rows if i < len(row))]),
+            )
+            for i, header in enumerate(self.columns)
+            if i > 0
+        }
 
     def table(self, width: int) -> Table:
         """The table, each column after the first given its header's longest word and then,

@@ -4,13 +4,16 @@ a table, or followed as they happen."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 import typer
+from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from danlu.cli.fitted_table import FittedTable
 from danlu.cli.follow import PAGE, GapCursor, read_pages, row_id
 from danlu.cli.jobs import connect, console, fail, fail_on, print_json, report
 from danlu.cli.markup import after_state, reason_after_state
@@ -64,17 +67,37 @@ def _cells(event: dict[str, Any]) -> list[str]:
     return [visible(cell) for cell in cells]
 
 
-def table(events: Sequence[dict[str, Any]]) -> Table:
-    """The events as a table: time, job, name, user/project, change, reason."""
-    out = Table()
-    for column in ("time", "job", "name", "user/project", "change", "reason"):
-        if column == "job":  # the id other commands take: never cut or wrapped
-            out.add_column(column, no_wrap=True, min_width=12)
-        else:
-            out.add_column(column, overflow="fold")
-    for event in events:
-        out.add_row(*map(escape, _cells(event)))
-    return out
+class EventsTable(FittedTable):
+    """``danlu events``' table: time, job, name, user/project, change, reason. The time,
+    the job's id and the change are never wrapped; where the other columns cannot each have
+    :attr:`FLOORS` (80 columns), one event per line as ``danlu events -f`` prints it
+    (:func:`line`), folded when long: at 80 columns the table folded ``admin/default`` and
+    the time mid-word, a name one character a line."""
+
+    FLOORS: Mapping[str, int] = {"name": 10, "user/project": 12, "reason": 12}
+
+    def __init__(self, events: Sequence[dict[str, Any]]) -> None:
+        self.events = list(events)
+
+    def table(self, width: int) -> Table:
+        out = Table()
+        for column in ("time", "job", "name", "user/project", "change", "reason"):
+            if column in ("time", "job", "change"):  # the job: the id other commands take
+                out.add_column(column, no_wrap=True, min_width=12 if column == "job" else None)
+            else:
+                out.add_column(column, overflow="fold")
+        for event in self.events:
+            out.add_row(*map(escape, _cells(event)))
+        return out
+
+    def lines(self, width: int) -> RenderableType:
+        return Group(*(Text(line(event)) for event in self.events))
+
+
+def table(events: Sequence[dict[str, Any]]) -> EventsTable:
+    """The events as a table (:class:`EventsTable`): time, job, name, user/project, change,
+    reason; one event per line where a table would not fit."""
+    return EventsTable(events)
 
 
 def line(event: dict[str, Any]) -> str:

@@ -29,7 +29,9 @@ from danlu.cli.options import (
 )
 from danlu.cli.output import stdout_written
 from danlu.cli.reply_fields import SWEEP
+from danlu.client import Client
 from danlu.core.errors import DanluError, SpecError
+from danlu.core.state import TERMINAL_STATES
 from danlu.core.sweep import parse_sweep
 from danlu.core.values import visible
 
@@ -141,8 +143,65 @@ def sweep_show(
 ) -> None:
     """A sweep's trials, best first: parameters, state and best value of the metric; then
     what its submission told of every trial (``note:`` lines), if anything."""
-    data = common.ask(home, url, token, lambda c: c.sweep(sweep))
-    show_data(data, json_out, lambda shown: _with_notes(_trials(shown), shown), SWEEP)
+
+    def read(client: Client) -> tuple[dict[str, Any], str | None]:
+        shown = client.sweep(sweep)
+        return shown, None if json_out else unreported_metric(client, shown)
+
+    data, unreported = common.ask(home, url, token, read)
+    show_data(data, json_out, lambda shown: _with_notes(_trials(shown), shown, unreported), SWEEP)
+
+
+REPORTED_SHOWN = 8
+"""The most of the trials' reported fields an :func:`unreported_metric` note names."""
+
+RECORD_KEYS = frozenset({"step", "time", "attempt", "rollback", "superseded"})
+"""The fields of a metric record that are no metric of the job's."""
+
+
+def unreported_metric(client: Client, data: dict[str, Any]) -> str | None:
+    """A ``note:`` line for a sweep whose metric none of its trials has reported, once one
+    has ended (or reported something else), naming the numeric fields its trials do report,
+    read from the latest records of up to 3 of them; None otherwise. Such a sweep (``metric:
+    {name: accuracy}`` for trials that report ``loss``) ran every trial to its end, never
+    stopped one early, and ended DONE with no best trial and not a word of why."""
+    metric = data.get("metric")
+    listed = data.get("trials")  # its types are checked where it is shown (SWEEP)
+    trials = [t for t in listed if isinstance(t, dict)] if isinstance(listed, list) else []
+    if not isinstance(metric, str) or not trials:
+        return None
+    if any(t.get("step") is not None or t.get("best") is not None for t in trials):
+        return None  # some trial reported it (a NaN report has a step too)
+    reported: dict[str, None] = {}
+    for trial in trials[:3]:
+        job = trial.get("job_id")
+        if not isinstance(job, str):
+            continue
+        try:
+            records = client.metrics(job, limit=20, tail=True)
+        except DanluError:
+            continue  # a trial deleted by the retention, say: the note names no fields
+        for record in records:
+            for key, value in record.items():
+                number = isinstance(value, int | float) and not isinstance(value, bool)
+                if number and key not in RECORD_KEYS:
+                    reported.setdefault(key)
+    ended = any(isinstance(t.get("state"), str) and t["state"] in TERMINAL_STATES for t in trials)
+    if not reported and not ended:
+        return None  # nothing reported yet: the trials may not have got that far
+    named = as_text(metric)
+    if not reported:
+        return (
+            f"note: no trial has reported {named}, nor any other metric: check that the "
+            "trials report it (danlu metrics JOB)"
+        )
+    fields = list(reported)
+    named_fields = ", ".join(as_text(key) for key in fields[:REPORTED_SHOWN])
+    more = f" and {len(fields) - REPORTED_SHOWN} more" if len(fields) > REPORTED_SHOWN else ""
+    return (
+        f"note: no trial has reported {named}; they report {named_fields}{more}: metric.name "
+        "must name one of them"
+    )
 
 
 @sweep_app.command("cancel")
@@ -175,11 +234,14 @@ def _line(data: dict[str, Any]) -> str:
     )
 
 
-def _with_notes(shown: RenderableType, data: dict[str, Any]) -> RenderableType:
+def _with_notes(
+    shown: RenderableType, data: dict[str, Any], unreported: str | None = None
+) -> RenderableType:
     """``shown`` (a sweep's line or table), then a ``note:`` line for each of its ``notes``
     (:func:`~danlu.cli.markup.note_lines`): what the submission told of every trial (a
-    memory estimate that was not possible, the model family inferred)."""
-    notes = note_lines(data.get("notes"))
+    memory estimate that was not possible, the model family inferred); then ``unreported``,
+    the note of a metric no trial reports (:func:`unreported_metric`), if any."""
+    notes = note_lines(data.get("notes")) + ([unreported] if unreported else [])
     if not notes:
         return shown
     first = Text.from_markup(shown) if isinstance(shown, str) else shown  # not highlighted
@@ -187,6 +249,10 @@ def _with_notes(shown: RenderableType, data: dict[str, Any]) -> RenderableType:
 
 
 def _trials(data: dict[str, Any]) -> Any:
+    """A sweep's trials, best first, as a table under its line; of a sweep with no metric
+    (a job array's tasks, a ``random`` or ``grid`` sweep that only runs its trials) without
+    the metric and step columns, which could only say ``-`` (an array's first column is
+    ``TASK``: ``number, job, state, index``, as docs/sweeps.md shows it)."""
     sign = -1.0 if data.get("goal") == "maximize" else 1.0
     trials = sorted(
         data.get("trials") or [],
@@ -196,22 +262,25 @@ def _trials(data: dict[str, Any]) -> Any:
     if data.get("best"):
         best = data["best"]
         title += f"; best: trial {best.get('trial')} ({as_text(best.get('job_id'))})"
-    metric = "BEST" if data.get("metric") is None else as_text(data["metric"])
-    return titled_table(
-        title,
-        ("TRIAL", "JOB", "STATE", metric, "STEP", "PARAMETERS"),
-        (
-            (
-                str(t.get("trial")),
-                as_text(t.get("job_id")),
-                as_text(t.get("state")) + (" (stopped early)" if t.get("stopped_early") else ""),
-                "-" if t.get("best") is None else f"{t['best']:.6g}",
-                "-" if t.get("step") is None else str(t["step"]),
-                as_text(", ".join(f"{k}={_value(v)}" for k, v in _parameters(t))),
-            )
-            for t in trials
-        ),
-    )
+    metric = data.get("metric")
+    first = "TASK" if data.get("array") else "TRIAL"
+    rows = [
+        [
+            str(t.get("trial")),
+            as_text(t.get("job_id")),
+            as_text(t.get("state")) + (" (stopped early)" if t.get("stopped_early") else ""),
+            "-" if t.get("best") is None else f"{t['best']:.6g}",
+            "-" if t.get("step") is None else str(t["step"]),
+            as_text(", ".join(f"{k}={_value(v)}" for k, v in _parameters(t))),
+        ]
+        for t in trials
+    ]
+    if metric is None:  # no metric's column, nor the step's
+        return titled_table(
+            title, (first, "JOB", "STATE", "PARAMETERS"), ([*r[:3], r[5]] for r in rows)
+        )
+    columns = (first, "JOB", "STATE", as_text(metric), "STEP", "PARAMETERS")
+    return titled_table(title, columns, rows)
 
 
 def _parameters(trial: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -117,7 +117,14 @@ def _webhooks_table(hooks: list[dict[str, Any]]) -> TitledTable:
             )
             for h in hooks
         ),
+        WEBHOOK_FLOORS,
     )
+
+
+WEBHOOK_FLOORS = {"URL": 24, "STATES": 9, "FOR": 12, "LAST ERROR": 16}
+"""The least width of ``danlu webhook ls``' folded columns (a URL, the states, the scope,
+an error) in a table; narrower (80 columns), one webhook per line: a URL five characters
+wide took a line for each five, ``SUCCEEDED`` broke mid-word."""
 
 
 @webhook_app.command("rm")
