@@ -20,7 +20,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,25 +49,7 @@ UP_TIMEOUT = 25.0
 # -- databases --------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def fresh_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
-    """The URL of an empty (never migrated) database of ``backend``."""
-    if backend == "sqlite":
-        yield f"sqlite:///{tmp_path / 'shared.db'}"
-        return
-    server = request.getfixturevalue("pg_server")
-    if server is None:
-        pytest.skip("PostgreSQL is not installed (apt-get install -y postgresql)")
-    name = f"plane_{uuid.uuid4().hex[:12]}"
-    admin = Database(server.url("postgres"))
-    try:
-        with admin.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.execute(text(f"CREATE DATABASE {name}"))
-        yield str(server.url(name))
-        with admin.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-    finally:
-        admin.dispose()
+# ``fresh_url``: an empty database of each backend (tests/server/conftest.py)
 
 
 # -- processes --------------------------------------------------------------------------------
