@@ -8,10 +8,8 @@ fixtures of ``test_dashboard``); skipped without ``/usr/bin/chromium`` unless
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import test_dashboard
 from helpers import Live, spec, wait_state
 
@@ -19,24 +17,9 @@ from danlu.cli.markup import after_state, reason_after_state
 
 live = test_dashboard.live
 browser = test_dashboard.browser
+page = test_dashboard.page  # a tab on the dashboard; no script error, no file missing
 
 _SLEEP = "import time; time.sleep(60)"
-
-
-@pytest.fixture
-def page(live: Live, browser: Any) -> Iterator[Any]:
-    """A new tab on the dashboard; no error of its script goes unseen."""
-    context = browser.new_context()
-    try:
-        tab = context.new_page()
-        errors: list[str] = []
-        tab.on("pageerror", lambda exc: errors.append(str(exc)))
-        tab.on("dialog", lambda dialog: dialog.accept())
-        tab.goto(f"{live.url}/")
-        yield tab
-        assert errors == []
-    finally:
-        context.close()
 
 
 CASES = [
