@@ -11,7 +11,7 @@ from danlu.core.spec import parse_spec
 from danlu.core.sweep import parse_sweep
 
 
-@pytest.mark.parametrize("location", ["file://ckpt/run1", "file://~/ckpt", "file://localhost/x"])
+@pytest.mark.parametrize("location", ["file://ckpt/run1", "file://~/ckpt", "file:ckpt"])
 def test_relative_file_url_refused(location: str) -> None:
     with pytest.raises(SpecError) as caught:
         parse_spec({"name": "a", "command": ["x"], "checkpoint_dir": location})

@@ -106,7 +106,7 @@ def test_a_sweep_trial_naming_a_job_twice_alike_is_read() -> None:
     assert [d.job for d in sweep.trial_spec().depends_on] == ["0123456789ab"]
 
 
-@pytest.mark.parametrize("location", ["FILE://ckpt/run1", "File://~/ckpt", "fILe://localhost/x"])
+@pytest.mark.parametrize("location", ["FILE://ckpt/run1", "File://~/ckpt", "fILe:ckpt"])
 def test_a_relative_file_url_is_refused_whatever_the_case_of_its_scheme(location: str) -> None:
     with pytest.raises(SpecError) as caught:
         parse_spec({"name": "a", "command": ["x"], "checkpoint_dir": location})

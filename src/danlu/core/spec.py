@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 from danlu.core.errors import SpecError
+from danlu.core.file_url import lower_file_scheme
 from danlu.core.spec_errors import NAME_RULE as NAME_RULE
 from danlu.core.spec_errors import NULL_MESSAGE as _NULL
 from danlu.core.spec_errors import NULL_VALUE as _NULL_VALUE
@@ -535,9 +536,9 @@ class JobSpec(_Strict):
         (the refusal of a relative one, the retention's and the job's tell of a local
         directory) compares ``file://`` as written, so ``FILE://ckpt`` passed as a remote URL
         of a relative path, and the retention took ``FILE:///...`` for one it may delete
-        under. A stored spec is read so too: the same directory."""
-        path = None if value is None else file_url_path(value)
-        return value if path is None else FILE_URL + path
+        under. A stored spec is read so too: the same directory. Nothing else changes (its
+        ``%`` escapes are decoded where it is read: :mod:`danlu.core.file_url`)."""
+        return None if value is None else lower_file_scheme(value)
 
     @field_validator("env", mode="before")
     @classmethod

@@ -10,6 +10,9 @@ import re
 from typing import TYPE_CHECKING
 
 from danlu.core.errors import SpecError
+from danlu.core.file_url import FILE_SCHEME, FileUrlError, is_file_url, local_file_path
+from danlu.core.file_url import FILE_URL as FILE_URL
+from danlu.core.file_url import file_url_path as file_url_path
 from danlu.core.units import MAX_BYTES, MiB, format_bytes
 from danlu.core.values import control_character, quoted, range_message
 
@@ -120,22 +123,7 @@ def check_limits(spec: JobSpec) -> None:
             )
         if len(text) > 63:
             raise SpecError(field, f"{quoted(text)} is longer than 63 characters")
-    if spec.checkpoint_dir is not None and not is_checkpoint_location(spec.checkpoint_dir):
-        raise SpecError(
-            "checkpoint_dir",
-            f"{quoted(spec.checkpoint_dir)} is neither an absolute path nor a URL "
-            f"(at most {MAX_PATH:,} characters){tilde_note(spec.checkpoint_dir)}: write "
-            "/shared/ckpt/run1 or s3://bucket/run1, or leave it out for a directory of the "
-            "job's own",
-        )
-    location = spec.checkpoint_dir or ""  # a relative file:// URL: admission's 422, now here
-    if (path := file_url_path(location)) is not None and not path.startswith("/"):
-        raise SpecError(
-            "checkpoint_dir",
-            f"{quoted(location)} is a file:// URL of a relative path, which the job would resolve "
-            "against whatever directory it starts in: write file:///shared/ckpt/run1 or "
-            "/shared/ckpt/run1, or leave it out for a directory of the job's own",
-        )
+    _check_checkpoint_dir(spec.checkpoint_dir)
     check_printable(spec)
 
 
@@ -207,27 +195,42 @@ def tilde_note(path: str) -> str:
 
 MAX_PATH = 4096
 """The longest ``checkpoint_dir`` (Linux's PATH_MAX)."""
-FILE_URL = "file://"
-"""The scheme of a ``checkpoint_dir`` URL naming a local directory, in lower case as a spec
-holds it (:class:`~danlu.core.spec.JobSpec` writes ``FILE://`` so)."""
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
-def file_url_path(location: str) -> str | None:
-    """The text after ``file://`` when ``location`` is a ``file://`` URL, its scheme in any
-    case (a URL's scheme is case-insensitive: ``FILE:///shared/ckpt`` is
-    ``file:///shared/ckpt``, as a spec stored before its scheme was written in lower case,
-    or a directory given to the job by hand, may hold it); None for a path or any other
-    URL. What the spec, the control plane and danlu.train read a local URL with."""
-    if location[: len(FILE_URL)].lower() != FILE_URL:
-        return None
-    return location[len(FILE_URL) :]
-
-
 def is_checkpoint_location(text: str) -> bool:
-    """True for an absolute path or a URL of at most :data:`MAX_PATH` characters: what the
-    job can be handed as ``DANLU_CHECKPOINT_DIR`` whatever its working directory."""
-    return 0 < len(text) <= MAX_PATH and (text.startswith("/") or bool(_URL.match(text)))
+    """True for an absolute path or a URL (``file:/shared/ckpt`` too, a file URL without an
+    authority) of at most :data:`MAX_PATH` characters: what the job can be handed as
+    ``DANLU_CHECKPOINT_DIR`` whatever its working directory."""
+    file_path = text[len(FILE_SCHEME) :] if is_file_url(text) else ""
+    return 0 < len(text) <= MAX_PATH and (
+        text.startswith("/") or bool(_URL.match(text)) or file_path.startswith("/")
+    )
+
+
+def _check_checkpoint_dir(location: str | None) -> None:
+    """Refuse a ``checkpoint_dir`` the job cannot be handed: a file URL naming no directory of
+    this machine (:func:`~danlu.core.file_url.local_file_path`: another host, a relative
+    path, escapes decoding to a NUL or to no UTF-8; admission's 422 before, now here), or
+    neither an absolute path nor a URL."""
+    if location is None:
+        return
+    try:
+        local_file_path(location)
+    except FileUrlError as exc:
+        raise SpecError(
+            "checkpoint_dir",
+            f"{exc}: write file:///shared/ckpt/run1 or /shared/ckpt/run1, or leave it out for "
+            "a directory of the job's own",
+        ) from None
+    if not is_checkpoint_location(location):
+        raise SpecError(
+            "checkpoint_dir",
+            f"{quoted(location)} is neither an absolute path nor a URL "
+            f"(at most {MAX_PATH:,} characters){tilde_note(location)}: write "
+            "/shared/ckpt/run1 or s3://bucket/run1, or leave it out for a directory of the "
+            "job's own",
+        )
 
 
 def _check_command(spec: JobSpec) -> None:

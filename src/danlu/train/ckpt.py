@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -52,6 +53,8 @@ class Checkpoints:
         self._agree = agree if every_seconds is not None else None
         self._gather = gather
         self._manager: Any = None
+        self._claimed: str | None = None
+        """The directory's key (:func:`_directory_key`) while this one claims it."""
         self.enabled = False
         """True when checkpoints are written somewhere (a plain flag: read on every step)."""
         if directory is None:
@@ -210,22 +213,21 @@ class Checkpoints:
         :meth:`close` gives it up."""
         if self._manager is None or self.directory is None:
             return
-        mine = _directory_key(self.directory)
-        if any(
-            other.directory is not None and _directory_key(other.directory) == mine
-            for other in list(_CLAIMED)
-        ):
+        mine = _directory_key(self._manager.storage, self.directory)
+        if any(other._claimed == mine for other in list(_CLAIMED)):
             log.warning(
                 "checkpoint directory %s is already in use by another open training context "
                 "of this process: this one resumes from its checkpoints and the two prune "
                 "each other's; give each context its own checkpoint_dir",
                 self.directory,
             )
+        self._claimed = mine
         _CLAIMED.add(self)
 
     def close(self) -> None:
         """Finish pending saves and release the manager (and the directory's claim)."""
         _CLAIMED.discard(self)
+        self._claimed = None
         if self._manager is not None:
             self._manager.close()
             self._manager = None
@@ -236,12 +238,18 @@ _CLAIMED: weakref.WeakSet[Checkpoints] = weakref.WeakSet()
 """The open :class:`Checkpoints` of this process that claimed their directory."""
 
 
-def _directory_key(directory: str) -> str:
-    """What two checkpoint directories compare by: a local one's absolute path, a URL as
-    it is (the engine's module is loaded: a manager exists)."""
-    from danlu.train.checkpoint.storage import local_directory
+def _directory_key(storage: Any, directory: str) -> str:
+    """What two checkpoint directories compare by: a local one's path with its links
+    resolved (the ``storage`` opened on it made it, against the working directory of then:
+    ``ck`` opened in ``/a`` is ``/a/ck`` after a ``chdir``), a URL with its scheme in lower
+    case and no trailing slash (as the storage opens it). ``directory`` is what the
+    storage was opened on."""
+    from danlu.train.checkpoint.storage import LocalStorage
 
-    return local_directory(directory) or directory
+    if isinstance(storage, LocalStorage):
+        return os.path.realpath(storage.root)
+    scheme, sep, rest = directory.partition("://")
+    return scheme.lower() + sep + rest.rstrip("/")
 
 
 def state_api() -> Any:

@@ -15,7 +15,7 @@ import uuid
 from typing import Any, Protocol
 
 from danlu.core.errors import ConfigError
-from danlu.core.spec_limits import file_url_path
+from danlu.core.file_url import FileUrlError, local_file_path
 
 
 class Storage(Protocol):
@@ -79,13 +79,25 @@ def file_digest(path: str) -> tuple[int, str]:
 
 def local_directory(directory: str) -> str | None:
     """The absolute path :func:`open_storage` writes ``directory``'s checkpoints to when it
-    is local (a path, ``~`` expanded, or a ``file://`` URL, its scheme in any case: a URL's
-    scheme is case-insensitive); ``None`` for any other URL. ``FILE:///x`` was passed to
-    fsspec as a remote URL, which knows no protocol ``FILE``: a ``ConfigError``."""
-    path = file_url_path(directory)
+    is local (a path, ``~`` expanded, or a file URL: ``file:///x``, ``file://localhost/x`` or
+    ``file:/x``, its scheme in any case and its ``%`` escapes decoded, as the spec's checks
+    and the control plane read it: :mod:`danlu.core.file_url`); ``None`` for any other URL.
+    ``FILE:///x`` was passed to fsspec as a remote URL, which knows no protocol ``FILE``: a
+    ``ConfigError``. A file URL naming no directory of this machine (another host, a
+    relative path, an escape decoding to a NUL or to no UTF-8) is a ``ConfigError`` naming
+    the setting: ``file:///tmp/my%20runs`` was written to a folder named ``my%20runs``, and
+    ``file://ckpt/run1`` (the host ``ckpt``) to ``./ckpt/run1``."""
+    try:
+        path = local_file_path(directory)
+    except FileUrlError as exc:
+        raise ConfigError(
+            f"checkpoint directory {exc}; give checkpoint_dir (DANLU_CHECKPOINT_DIR) an "
+            "absolute path, a file:///... URL or a path (relative to the working directory, "
+            "or ~/...) without the scheme"
+        ) from None
     if path is not None:
-        directory = path
-    elif "://" in directory:
+        return os.path.abspath(path)
+    if "://" in directory:
         return None
     return os.path.abspath(os.path.expanduser(directory))
 
