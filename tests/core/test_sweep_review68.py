@@ -114,7 +114,7 @@ def test_bounds_no_number_type_holds_are_refused_naming_the_field(
 
 def test_grid_values_beyond_the_floats_stay_exact() -> None:
     spec = parse_sweep(
-        {**BASE, "method": "grid", "parameters": {"n": {"values": [2**53 + 1, 2**62]}}}
+        {**BASE, "method": "grid", "trials": 2, "parameters": {"n": {"values": [2**53 + 1, 2**62]}}}
     )
     assert spec.parameters["n"].values == [2**53 + 1, 2**62]
 

@@ -16,7 +16,7 @@ from danlu.cli.markup import console as cli_console
 from danlu.cli.output import stderr_written
 from danlu.client.errors import ApiError
 from danlu.core.errors import SpecError
-from danlu.core.spec import load_spec_data
+from danlu.core.spec import read_spec_text, spec_file_data
 from danlu.core.state import JobState
 from danlu.core.values import plain_number_text
 
@@ -78,20 +78,20 @@ def path_of(name: str, fix: str) -> Callable[[str], Path]:
     return parse
 
 
-def load_spec_file(path: Path, fix: str) -> Any:
+def load_spec_file(path: Path, fix: str, kind: str = "job spec") -> Any:
     """The data of the spec file argument ``SPEC`` (``danlu submit``, ``danlu sweep
-    submit``), read by :func:`~danlu.core.spec.load_spec_data`, which refuses a named pipe
-    (``mkfifo``: reading one waits for a writer, with no writer for ever): an error line
-    naming ``SPEC`` (``fix``: what to give instead) and exit 2. A pipe this process was
-    handed open (``/dev/stdin``, the ``/dev/fd/63`` of ``danlu submit <(envsubst <
-    job.yaml)``) is a link to it, not the pipe by name: still read. Other errors are raised
-    as the loader raises them."""
+    submit``; ``kind``: ``job spec`` or ``sweep spec``), read by
+    :func:`~danlu.core.spec.read_spec_text`, which refuses a named pipe (``mkfifo``: reading
+    one waits for a writer, with no writer for ever; ``fix``: what to give instead). A pipe
+    this process was handed open (``/dev/stdin``, the ``/dev/fd/63`` of ``danlu submit <(envsubst
+    < job.yaml)``) is a link to it, not the pipe by name: still read. A file that cannot be
+    read is one error line that names it once (the caller puts the file before errors of
+    its text) and exit 2. Errors of its text are raised as the YAML reader raises them."""
     try:
-        return load_spec_data(path, "SPEC", fix)
+        text = read_spec_text(path, "SPEC", fix, kind)
     except SpecError as exc:
-        if exc.field != "SPEC":
-            raise
         raise fail(exc) from None
+    return spec_file_data(text, path)
 
 
 def _plain_number(

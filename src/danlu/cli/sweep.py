@@ -61,7 +61,7 @@ def sweep_submit(
 ) -> None:
     """Validate a sweep spec locally, then submit it: its first trials are queued at once."""
     try:
-        data = load_spec_file(spec, SWEEP_SPEC_FIX)
+        data = load_spec_file(spec, SWEEP_SPEC_FIX, "sweep spec")
         parse_sweep(data)
     except DanluError as exc:
         raise common.fail(exc, spec) from None

@@ -28,7 +28,11 @@ class FakeGroup:
 
 
 _FLAG = "--fake-gpus"
-_GROUP = re.compile(r"^\s*([0-9]+)\s*[xX]\s*([^:\s]+)\s*(?::\s*(\S+))?\s*$")
+_GROUP = re.compile(
+    r"^\s*([0-9]+)\s*[xX]\s*([0-9][0-9.]*\s+[A-Za-z]+|[^:\s]+)\s*(?::\s*(\S+))?\s*$"
+)
+"""``COUNTxSIZE[:TYPE]``; a SIZE may have blanks between its number and its unit
+(``80 GiB``), as a size in a job spec may (:func:`~danlu.core.units.parse_bytes`)."""
 
 
 _LEAST_FAKE_MEMORY = 1 << 30

@@ -7,6 +7,7 @@ reads the variables and re-exports these, its public names."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -93,10 +94,25 @@ _BAD_URL = (
 )
 
 
+# A URL's user name and password, read as SQLAlchemy reads them: the password ends at its
+# first '@', so every '@' after that one is in the host or the database name.
+_USER_INFO = re.compile(r"[^:/]*(?::[^@]*)?@")
+
+
+def _at_after_user_info(url: str) -> bool:
+    """Whether ``url`` (not SQLite) holds a literal ``@`` after its user name and password
+    (before its query string): a password's ``@`` that was not percent-encoded, the rest of
+    the password then read as the host or the database name."""
+    rest = url.partition("://")[2].partition("?")[0]
+    user_info = _USER_INFO.match(rest)
+    return "@" in rest[user_info.end() if user_info else 0 :]
+
+
 def check_database_url(url: str) -> str:
     """``url`` normalised (:func:`normalise_database_url`) and parsed once, as the server
     will open it: a :class:`ValueError` that never shows the URL (its password) when it
-    cannot be parsed, or when it names an in-memory SQLite database, which each of the
+    cannot be parsed, when a host or database name holds a literal ``@`` (a password's,
+    not percent-encoded), or when it names an in-memory SQLite database, which each of the
     server's connections (the migration's, the requests') would see empty."""
     from sqlalchemy.engine import make_url  # here: the CLI's own settings need no SQLAlchemy
     from sqlalchemy.exc import ArgumentError
@@ -109,6 +125,9 @@ def check_database_url(url: str) -> str:
         raise ValueError(_BAD_URL.format(what=what)) from None
     except ArgumentError:
         raise ValueError(_BAD_URL.format(what="it cannot be parsed")) from None
+    if parsed.get_backend_name() != "sqlite" and _at_after_user_info(url):
+        what = "its host or database name holds '@'"
+        raise ValueError(_BAD_URL.format(what=what))
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database or ""
         if (

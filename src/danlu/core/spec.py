@@ -695,13 +695,34 @@ def refuse_named_pipe(
 
 
 def load_spec_data(
-    path: str | Path, field: str = "path", fix: str = "give the spec file (YAML or JSON)"
+    path: str | Path,
+    field: str = "path",
+    fix: str = "give the spec file (YAML or JSON)",
+    kind: str = "job spec",
 ) -> Any:
-    """The data of a job spec file, not yet validated: YAML (a superset of JSON), or JSON
-    for a ``.json`` file; an empty file is an empty mapping. Errors are :class:`SpecError`
-    (a file of more than :data:`MAX_SPEC_FILE` bytes too; a ``path`` that is no path, None
-    say, names ``path``: it was a bare TypeError; a named pipe by name names ``field``,
-    with ``fix``, :func:`refuse_named_pipe`: it blocked for ever)."""
+    """The data of a job spec file (a ``kind`` of spec file: ``sweep spec``), not yet
+    validated: :func:`read_spec_text`, then :func:`spec_file_data`."""
+    return spec_file_data(read_spec_text(path, field, fix, kind), path)
+
+
+def spec_file_data(text: str, path: str | Path) -> Any:
+    """The data of the ``text`` of the spec file ``path``: YAML, or JSON for a ``.json``
+    file; an empty file is an empty mapping."""
+    data = parse_text(text, Path(path).suffix.lower() == ".json")
+    return {} if data is None else data
+
+
+def read_spec_text(
+    path: str | Path,
+    field: str = "path",
+    fix: str = "give the spec file (YAML or JSON)",
+    kind: str = "job spec",
+) -> str:
+    """The text of the ``kind`` of spec file (``job spec``, ``sweep spec``) at ``path``.
+    Errors are :class:`SpecError`, each naming the file once (a file of more than
+    :data:`MAX_SPEC_FILE` bytes too; a ``path`` that is no path, None say, names ``path``:
+    it was a bare TypeError; a named pipe by name names ``field``, with ``fix``,
+    :func:`refuse_named_pipe`: it blocked for ever)."""
     if not isinstance(path, str | os.PathLike):
         raise SpecError("path", f"must be the path of a spec file (got {quoted(path)})")
     refuse_named_pipe(path, field, fix)
@@ -712,17 +733,15 @@ def load_spec_data(
         if len(raw) > MAX_SPEC_FILE:
             raise SpecError(
                 "",
-                f"job spec {p} is larger than {MAX_SPEC_FILE // (1024 * 1024)} MiB; a spec "
+                f"{kind} {p} is larger than {MAX_SPEC_FILE // (1024 * 1024)} MiB; a spec "
                 "names its data, it does not hold it: pass large data in a file",
             )
         text = raw.decode("utf-8-sig")  # a BOM, as Windows editors write, is no text
-        text = text.replace("\r\n", "\n").replace("\r", "\n")  # as a text-mode read gives
     except OSError as exc:
-        raise SpecError("", f"cannot read job spec {p}: {exc.strerror or exc}") from None
+        raise SpecError("", f"cannot read {kind} {p}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
-        raise SpecError("", f"job spec {p} is not UTF-8 text ({exc}); save it as UTF-8") from None
-    data = parse_text(text, p.suffix.lower() == ".json")
-    return {} if data is None else data
+        raise SpecError("", f"{kind} {p} is not UTF-8 text ({exc}); save it as UTF-8") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # as a text-mode read gives
 
 
 def loads_spec(text: str, is_json: bool = False) -> JobSpec:

@@ -401,6 +401,8 @@ def parse_sweep(data: Any) -> SweepSpec:
         _check_array(spec)
     elif spec.method in ("grid", "tpe"):
         _check_repeats(spec)
+    if spec.method == "grid":
+        _check_grid_trials(spec)
     _check_longest_trial(spec, trial.checkpoint_dir)
     return spec
 
@@ -464,6 +466,21 @@ def _check_metric_name(name: str) -> None:
             "metric the trial logs, e.g. loss",
         )
     check_metric_name(name, field)
+
+
+def _check_grid_trials(spec: SweepSpec) -> None:
+    """Refuse a grid's ``trials`` beyond its number of combinations (``trials: 5`` over 2):
+    a grid runs each combination once, so the sweep ran fewer trials than it said, without a
+    word. Checked on submission only: a sweep stored with such a spec still loads
+    (:attr:`SweepSpec.total` runs the grid)."""
+    size = grid_size(spec)
+    if spec.trials is not None and spec.trials > size:
+        raise SpecError(
+            "trials",
+            f"{spec.trials} is more than the grid's {size} combinations (a grid runs each "
+            f"once): leave trials out to run every combination, give at most {size}, or "
+            "list more values",
+        )
 
 
 def _check_array(spec: SweepSpec) -> None:
