@@ -570,11 +570,17 @@ def job_base_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
 
 
+GPU_DISCOVERY_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+"""The variables of the environment :func:`danlu.devices.discover` reads."""
+
+
 def gpu_discovery_env() -> dict[str, str]:
     """The variables of this process's environment that GPU discovery reads
-    (``CUDA_VISIBLE_DEVICES``: :func:`danlu.devices.discover` serves only the GPUs it
-    shows). Read here: config.py is the server side's only reader of the environment."""
-    return {k: v for k, v in os.environ.items() if k == "CUDA_VISIBLE_DEVICES"}
+    (:data:`GPU_DISCOVERY_VARIABLES`: :func:`danlu.devices.discover` serves only the GPUs
+    ``CUDA_VISIBLE_DEVICES`` shows, and warns of one naming GPUs by index on a host of two
+    GPU models unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, as CUDA numbers them otherwise).
+    Read here: config.py is the server side's only reader of the environment."""
+    return {k: v for k, v in os.environ.items() if k in GPU_DISCOVERY_VARIABLES}
 
 
 def caller_env() -> dict[str, str]:

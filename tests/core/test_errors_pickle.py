@@ -48,6 +48,7 @@ def _samples() -> dict[str, DanluError]:
         "core/paging.py:StalledListError": StalledListError(7, 4),
         "executors/errors.py:NodeLaunchError": NodeLaunchError("no GPU", nodes=("n1",)),
         "server/errors.py:NotFoundError": server_errors.NotFoundError("job", "abc", "id", "?"),
+        "server/errors.py:_FieldError": server_errors._FieldError("taken", field="name"),
         "server/errors.py:AdmissionError": server_errors.AdmissionError("gpus", "too many"),
         "train/checkpoint/loading.py:_OtherFormatError": loading._OtherFormatError("v9", "new"),
         "cli/run.py:OutputFailed": OutputFailed(OSError(28, "No space left on device")),

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import danlu.server.gpus as gpus
 import danlu.server.main as main
 from danlu.config import load_settings
 from danlu.core.errors import ConfigError
@@ -56,16 +57,17 @@ def test_one_lost_gpu_leaves_the_others_to_the_server(monkeypatch: pytest.Monkey
     """It used to fall back to one fake GPU: the three healthy H100s were dropped and jobs
     placed on a phantom GPU."""
     nvml = _nvml(4, lost=2)
-    monkeypatch.setattr(main, "discover", lambda **_: discover(nvml, hostname="box"))
+    monkeypatch.setattr(gpus, "discover", lambda **_: discover(nvml, hostname="box"))
     said: list[str] = []
     inventory = main.find_inventory(None, said.append)
     assert inventory.source == "nvml" and said == []
     assert [g.uuid for g in inventory.gpus] == ["GPU-0", "GPU-1", "GPU-3"]
-    # NVML that cannot start: fake GPUs, said so
+    # NVML there that cannot start: refused, not one fake GPU (tests/server/test_broken_nvml.py)
     broken = _nvml(4, starts=False)
-    monkeypatch.setattr(main, "discover", lambda **_: discover(broken, hostname="box"))
-    assert main.find_inventory(None, said.append).source == "fake"
-    assert "using FAKE GPUs" in said[-1]
+    monkeypatch.setattr(gpus, "discover", lambda **_: discover(broken, hostname="box"))
+    with pytest.raises(ConfigError, match="Driver Not Loaded"):
+        main.find_inventory(None, said.append)
+    assert said == []
 
 
 def test_a_port_another_server_listens_on_is_refused_at_once() -> None:

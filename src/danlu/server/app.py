@@ -20,7 +20,7 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from danlu.config import DEFAULT_MAX_BODY_BYTES, Settings, gpu_discovery_env, job_base_env
+from danlu.config import DEFAULT_MAX_BODY_BYTES, Settings, job_base_env
 from danlu.core.cluster import gpu_type
 from danlu.core.errors import (
     ConfigError,
@@ -31,9 +31,8 @@ from danlu.core.errors import (
     UnknownNameError,
     UnschedulableError,
 )
-from danlu.devices import Inventory, discover, fake_inventory, inventory_from_cluster
+from danlu.devices import Inventory, inventory_from_cluster
 from danlu.devices.energy import energy_meter
-from danlu.devices.errors import DeviceError
 from danlu.devices.health import health_check
 from danlu.estimate.memory.tracer import WarmTracers
 from danlu.executors import Executor, ExecutorError, LocalExecutor
@@ -49,6 +48,7 @@ from danlu.server.errors import (
     NotFoundError,
     PermissionDenied,
 )
+from danlu.server.gpus import find_inventory
 from danlu.server.health import HealthLoop, HealthProgram
 from danlu.server.inventory import log_over_commits
 from danlu.server.loops import close_quietly
@@ -382,16 +382,11 @@ class GuardBody:
 
 
 def build_inventory(settings: Settings, fake_gpus: str | None = None) -> Inventory:
-    """GPUs from ``fake_gpus`` (or ``settings.fake_gpus``) when given, else from NVML; when
-    NVML is unavailable, one fake 80 GiB GPU (the caller announces it)."""
-    spec = fake_gpus or settings.fake_gpus
-    if spec:
-        return fake_inventory(spec)
-    try:
-        return discover(environ=gpu_discovery_env())
-    except DeviceError as exc:
-        log.warning("no NVML GPUs (%s): using a fake inventory of 1x80GiB", exc)
-        return fake_inventory("1x80GiB")
+    """GPUs from ``fake_gpus`` (or ``settings.fake_gpus``) when given, else from NVML, as
+    ``danlu server`` finds them (:func:`~danlu.server.gpus.find_inventory`: one fake GPU
+    where this host has no NVML, a :class:`ConfigError` where NVML is there and serves no
+    GPU); a fake inventory is logged."""
+    return find_inventory(fake_gpus or settings.fake_gpus, lambda text: log.warning("%s", text))
 
 
 def build_slurm_executor(settings: Settings, api_url: str | None) -> SlurmExecutor:

@@ -14,8 +14,20 @@ class AuthError(DanluError):
     """No token, or a token that matches no user."""
 
 
-class PermissionDenied(DanluError):
-    """An authenticated user may not do this (someone else's job, an admin-only action)."""
+class _FieldError(DanluError):
+    """An error that may name the request's field it is about (``field``, dotted; None: the
+    request as a whole), which the error body carries beside ``message`` (docs/api.md); its
+    text is ``field: message``, as a :class:`~danlu.core.errors.SpecError`'s."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class PermissionDenied(_FieldError):
+    """An authenticated user may not do this (someone else's job, an admin-only action);
+    ``field``: the field that asked for it (``user`` naming another user), if any."""
 
 
 class NotFoundError(DanluError, LookupError):
@@ -31,9 +43,9 @@ class NotFoundError(DanluError, LookupError):
         return str(self.args[0])
 
 
-class ConflictError(DanluError):
+class ConflictError(_FieldError):
     """The request conflicts with the current state (cancel a finished job, a name taken,
-    a row changed concurrently)."""
+    a row changed concurrently); ``field``: the field in conflict (``name`` taken), if any."""
 
 
 class AdmissionError(UnschedulableError):

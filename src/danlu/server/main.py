@@ -25,14 +25,14 @@ import uvicorn
 from fastapi import FastAPI
 from sqlalchemy.exc import OperationalError
 
-from danlu.config import Settings, check_executor_settings, gpu_discovery_env
+from danlu.config import Settings, check_executor_settings
 from danlu.core.errors import ConfigError
-from danlu.devices import Inventory, discover, fake_inventory, inventory_from_cluster
-from danlu.devices.errors import DeviceError
+from danlu.devices import Inventory, fake_inventory, inventory_from_cluster
 from danlu.executors import Executor, ExecutorError
 from danlu.server.app import build_cluster_executor, build_executor, create_app, is_full
 from danlu.server.db import Database, upgrade_database
 from danlu.server.db.engine import database_shown, sqlite_file
+from danlu.server.gpus import find_inventory
 from danlu.server.loops import close_quietly
 from danlu.server.plane_lease import (
     release_scheduler_lease,
@@ -44,7 +44,6 @@ from danlu.server.run_as import check_run_as, close_home
 from danlu.server.services.users import bootstrap_admin
 
 log = logging.getLogger(__name__)
-FALLBACK_FAKE = "1x80GiB"
 OTHERS = 0o077
 """The group and other permission bits: none on what the control plane keeps (the database
 holds webhook secrets and every job's environment, the logs every job's output)."""
@@ -99,26 +98,6 @@ def lock_home(home: Path) -> IO[str]:
             "or start this one with another --home (DANLU_HOME)"
         ) from None
     return handle
-
-
-def find_inventory(fake_gpus: str | None, announce: Callable[[str], None]) -> Inventory:
-    """NVML's GPUs (one NVML cannot read is left out: :func:`~danlu.devices.discover`), or
-    the fake inventory ``fake_gpus``, or :data:`FALLBACK_FAKE` when NVML is unavailable or
-    can read no GPU; a fake inventory is announced through ``announce``."""
-    if fake_gpus:
-        inventory = fake_inventory(fake_gpus)
-        announce(f"danlu: using FAKE GPUs from --fake-gpus {fake_gpus}: {inventory.describe()}")
-        return inventory
-    try:
-        return discover(environ=gpu_discovery_env())
-    except DeviceError as exc:
-        inventory = fake_inventory(FALLBACK_FAKE)
-        announce(
-            f"danlu: no GPUs found ({exc}).\n"
-            f"danlu: using FAKE GPUs ({FALLBACK_FAKE}); jobs run on the CPU: "
-            f"{inventory.describe()}"
-        )
-        return inventory
 
 
 def _announce(text: str) -> None:

@@ -343,3 +343,10 @@ def checked_name(value: str, kind: str, field_name: str = "id") -> str:
     if not ID_RE.match(value):
         raise NotFoundError(kind, value, field_name)
     return value
+
+
+def body_named(exc: SpecError) -> SpecError:
+    """``exc``, a spec's error, naming ``body`` where it names no field (it is about the
+    spec as a whole: an empty one, ``{}``), so that every 422 of a request body names a
+    field, as docs/api.md says."""
+    return exc if exc.field else SpecError("body", exc.message)

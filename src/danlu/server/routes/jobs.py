@@ -22,7 +22,14 @@ from danlu.core.values import MAX_INT, check_values
 from danlu.executors import Handle, UnknownHandleError
 from danlu.server.db import Job, User
 from danlu.server.errors import ConflictError, PermissionDenied
-from danlu.server.routes.deps import Caller, ServerState, State, checked_name, single_valued
+from danlu.server.routes.deps import (
+    Caller,
+    ServerState,
+    State,
+    body_named,
+    checked_name,
+    single_valued,
+)
 from danlu.server.routes.estimation import resolve_memory, submission_notes
 from danlu.server.routes.schemas import (
     TERMINAL,
@@ -48,6 +55,10 @@ FOLLOW_POLL = 0.25
 TOKEN_RECHECK = 5.0
 """Seconds between two checks, in a log follow, that the token it was opened with still
 works: a follow stops within that once the token is revoked (``danlu user revoke``)."""
+TRUNCATED_NOTE = b"[danlu: the log was truncated; following it from its start]\n"
+"""The line a log follow writes where the log became shorter than what it had read (a
+``copytruncate`` logrotate, a job that opened its log again with ``"w"``), before it
+sends the log again from its first byte."""
 
 
 def _check_spec(spec: JobSpec) -> None:
@@ -73,7 +84,10 @@ class SpecRoute(APIRoute):
             except RequestValidationError as exc:
                 in_body = all(error["loc"][:1] == ("body",) for error in exc.errors())
                 if in_body and isinstance(exc.body, dict):
-                    parse_spec(exc.body)  # raises the SpecError of the field pydantic refused
+                    try:  # raises the SpecError of the field pydantic refused
+                        parse_spec(exc.body)
+                    except SpecError as refused:
+                        raise body_named(refused) from None
                 raise
 
         return spec_errors
@@ -276,6 +290,17 @@ def _tail_offset(state: ServerState, run: Handle, tail: int) -> int:
         return 0
 
 
+def _log_shrunk(state: ServerState, run: Handle, offset: int) -> bool:
+    """Whether the run's log now holds fewer than ``offset`` bytes: it was truncated since
+    a follow read up to ``offset`` (blocking: the executor looks its size up)."""
+    if offset == 0:
+        return False
+    try:
+        return state.executor.log_size(run) < offset
+    except UnknownHandleError:
+        return False
+
+
 def _current_run(state: ServerState, job_id: str) -> tuple[bool, Handle]:
     """Whether the job is terminal, and its current run (blocking: a store read)."""
     with state.db.read_session() as session:
@@ -299,9 +324,13 @@ async def _follow(
     reads: a follower of a quiet job holds no worker thread (40 of them once held every
     one, and no other route, not even ``/health``, was answered until they ended). The
     timeout holds while the log grows too: it was checked only once a read found nothing
-    new, so the follow of a job writing faster than its reader took it never ended."""
+    new, so the follow of a job writing faster than its reader took it never ended. A log
+    found shorter than what was read (truncated: :func:`_log_shrunk`) is followed again
+    from its start, after :data:`TRUNCATED_NOTE` on a line of its own; the follow kept its
+    offset past the log's end and showed nothing more."""
     deadline = time.monotonic() + state.follow_timeout
     checked = time.monotonic()
+    line_open = False  # the last byte sent ends no line
     while True:
         if token is not None and time.monotonic() - checked >= TOKEN_RECHECK:
             if not await run_in_threadpool(_token_live, state, token):
@@ -310,8 +339,13 @@ async def _follow(
         data, offset = await run_in_threadpool(_read_log, state, run, offset)
         if data:
             yield data
+            line_open = not data.endswith(b"\n")
             if time.monotonic() >= deadline:  # a log that keeps growing ends a follow too
                 return
+            continue
+        if await run_in_threadpool(_log_shrunk, state, run, offset):
+            yield (b"\n" if line_open else b"") + TRUNCATED_NOTE
+            offset, line_open = 0, False
             continue
         done, current = await run_in_threadpool(_current_run, state, run.job_id)
         if current != run:  # a new run (restart, resume) appends to the same log

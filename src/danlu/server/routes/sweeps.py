@@ -6,10 +6,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query
 
+from danlu.core.errors import SpecError
 from danlu.core.sweep import SWEEP_LIMITS, parse_sweep
 from danlu.core.values import check_values
 from danlu.server.db import Sweep
-from danlu.server.routes.deps import Caller, State, checked_name, single_valued
+from danlu.server.routes.deps import Caller, State, body_named, checked_name, single_valued
 from danlu.server.routes.estimation import resolve_memory, submission_notes
 from danlu.server.routes.schemas import SweepOut
 from danlu.server.run_as import check_account
@@ -56,7 +57,10 @@ def submit_sweep(
     # spec): pydantic's errors would come first and say less, and a body too large or too
     # deep must not reach it (tests/server/test_sweep_body_check_review74.py)
     check_values(body, limits=SWEEP_LIMITS)
-    spec = parse_sweep(body)
+    try:
+        spec = parse_sweep(body)
+    except SpecError as refused:
+        raise body_named(refused) from None
     trial = spec.trial_spec()
     with state.db.read_session() as session:
         cluster = load_cluster(session)

@@ -79,6 +79,7 @@ def check_member(session: Session, project: Project, owner: User) -> None:
     ).all()
     if listed and owner.id not in listed:
         raise PermissionDenied(
-            f"project: {owner.name!r} is not a member of project {project.name!r}; an admin "
-            f"adds them with: danlu project set {project.name} --members ...,{owner.name}"
+            f"{owner.name!r} is not a member of project {project.name!r}; an admin "
+            f"adds them with: danlu project set {project.name} --members ...,{owner.name}",
+            field="project",
         )

@@ -86,7 +86,7 @@ def create_project(
         with session.begin_nested():
             session.add(project)
     except IntegrityError:
-        raise ConflictError(f"a project named {name!r} already exists") from None
+        raise ConflictError(f"a project named {name!r} already exists", field="name") from None
     return project
 
 

@@ -59,7 +59,7 @@ def owner_of(session: Session, spec: JobSpec, caller: User) -> User:
         return caller
     if not caller.is_admin:
         raise PermissionDenied(
-            f"user: {caller.name!r} may submit only as themselves, not as {spec.user!r}"
+            f"{caller.name!r} may submit only as themselves, not as {spec.user!r}", field="user"
         )
     try:
         return get_user(session, spec.user)

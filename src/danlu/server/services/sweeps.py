@@ -56,7 +56,7 @@ from danlu.sched.sweep import (
     trial_parameters,
 )
 from danlu.server.db import Job, JobMetric, Sweep, User
-from danlu.server.errors import AdmissionError, ConflictError, NotFoundError
+from danlu.server.errors import AdmissionError, ConflictError, NotFoundError, PermissionDenied
 from danlu.server.services import dependencies, jobs, metrics, submission
 from danlu.server.services.common import IN_CHUNK, by_id, resolve_now, state_values
 
@@ -161,7 +161,7 @@ def create(
             first = min(spec.parallel, spec.total)
             submission.check_unfinished(session, owner, max_unfinished, adding=first)
         depends_on, _verdict = dependencies.resolve_for(session, trial.depends_on, user)
-    except SpecError as exc:
+    except (SpecError, PermissionDenied) as exc:
         raise _in_trial(exc) from None
     if depends_on:  # the full ids, for every trial (a prefix may name another job later)
         full = [dep.model_dump(mode="json") for dep in depends_on]
@@ -184,16 +184,22 @@ def create(
             _submit_trials(
                 session, sweep, spec, user, t, _Trials(session, sweep, spec), stored=False
             )
-    except (SpecError, AdmissionError) as exc:
+    except (SpecError, AdmissionError, PermissionDenied) as exc:
         raise _in_trial(exc) from None
     return sweep
 
 
-def _in_trial(exc: SpecError | AdmissionError) -> SpecError | AdmissionError:
+def _in_trial(
+    exc: SpecError | AdmissionError | PermissionDenied,
+) -> SpecError | AdmissionError | PermissionDenied:
     """The error of a sweep's trial spec, its field under ``trial.``; an
     :class:`AdmissionError` (the trial can never fit the cluster or the quota) stays one, as
     a job that can never fit is refused (the client raises ``UnschedulableRequestError``
-    for it, ``InvalidRequestError`` for a :class:`SpecError`)."""
+    for it, ``InvalidRequestError`` for a :class:`SpecError`), and a
+    :class:`PermissionDenied` (``trial.user`` naming another user, ``trial.project`` one
+    its owner is no member of) stays one too."""
+    if isinstance(exc, PermissionDenied):
+        return PermissionDenied(exc.message, field=f"trial.{exc.field}" if exc.field else None)
     field = f"trial.{exc.field}".rstrip(".")
     if isinstance(exc, AdmissionError):
         return AdmissionError(field, exc.message)

@@ -64,7 +64,7 @@ def create_user(
         with session.begin_nested():
             session.add(user)
     except IntegrityError:
-        raise ConflictError(f"a user named {name!r} already exists") from None
+        raise ConflictError(f"a user named {name!r} already exists", field="name") from None
     return user
 
 
@@ -354,6 +354,7 @@ def check_own_listing(viewer: User | None, user: str | None, what: str) -> None:
     that user having none."""
     if viewer is not None and not viewer.is_admin and user is not None and user != viewer.name:
         raise PermissionDenied(
-            f"user: {viewer.name!r} may list only their own {what}, not {user!r}'s (an admin "
-            "may list anyone's); leave user out or give your own name"
+            f"{viewer.name!r} may list only their own {what}, not {user!r}'s (an admin "
+            "may list anyone's); leave user out or give your own name",
+            field="user",
         )
