@@ -59,6 +59,9 @@ from danlu.core.spec import JobSpec
 from danlu.core.values import check_positive_int
 
 LOG_OFFSET_HEADER = "X-Danlu-Log-Offset"
+LOG_TRUNCATED_NOTE = b"[danlu: the log was truncated; following it from its start]\n"
+"""The line a follow's stream carries where the job's log was truncated (docs/api.md): the
+bytes after it are the log's from its first byte."""
 RECONNECT_FOR = 60.0
 """How long (seconds) a follower that has reached the server keeps trying to reach it again
 (a control-plane restart) before it gives up: :attr:`Client.reconnect_for`'s default."""
@@ -553,10 +556,11 @@ class Client(AccountCalls):
         lost_at: float | None = None  # when the server stopped answering, if it has
         while True:
             received = 0
+            seen = b""  # the stream's last bytes, where a truncation's note may have begun
             try:
                 for raw in self._follow_stream(job, offset):
                     lost_at = None
-                    offset += len(raw)
+                    offset, seen = _offset_after(offset, seen, raw)
                     received += len(raw)
                     yield raw
                 info = asked_job(self, job)
@@ -706,3 +710,18 @@ def read_across_restart(client: Client, read: Callable[[], T]) -> T:
             if not out_of_reach(exc):
                 raise
             lost_at = client._reconnect_or_raise(lost_at)
+
+
+def _offset_after(offset: int, seen: bytes, raw: bytes) -> tuple[int, bytes]:
+    """The log offset a follow has reached at ``offset`` once it received ``raw`` after
+    ``seen`` (the stream's last bytes before it), and the bytes to keep for the next chunk.
+    Past a :data:`LOG_TRUNCATED_NOTE` (the log was truncated; the server sends it again
+    from its first byte) the offset counts from 0 again, so that a follow opened again
+    later starts where the log's new bytes stopped, not past its end."""
+    window = seen + raw
+    at = window.rfind(LOG_TRUNCATED_NOTE)
+    if at >= 0 and at + len(LOG_TRUNCATED_NOTE) > len(seen):  # the note ends in ``raw``
+        offset = len(window) - (at + len(LOG_TRUNCATED_NOTE))
+    else:
+        offset += len(raw)
+    return offset, window[-(len(LOG_TRUNCATED_NOTE) - 1) :]
