@@ -49,13 +49,13 @@ def _spellings(path: str | Path) -> set[Path]:
 
 def local_path(checkpoint_dir: str) -> str | None:
     """The local directory a spec's ``checkpoint_dir`` names: an absolute path as written, a
-    ``file://`` URL's path, its scheme in any case (``FILE:///...`` too:
-    :func:`~danlu.core.spec.file_url_path`); None for any other URL
-    (``s3://...``: nothing under the home). A
-    ``file://`` URL naming a directory danlu made was passed over as any URL, and the
-    retention deleted the checkpoints the job naming it wrote there. A ``file://`` URL of a
-    relative path names none: such a spec is refused at submission, and one stored before
-    is launched with a directory of the job's own
+    file URL's path, its scheme in any case and percent-decoded (``FILE:///...``,
+    ``file:///my%20runs``, ``file://localhost/...``:
+    :func:`~danlu.core.file_url.file_url_path`); None for any other URL (``s3://...``:
+    nothing under the home). A ``file://`` URL naming a directory danlu made was passed over
+    as any URL, and the retention deleted the checkpoints the job naming it wrote there. A
+    file URL naming no directory of this machine names none: such a spec is refused at
+    submission, and one stored before is launched with a directory of the job's own
     (:func:`~danlu.server.services.admission.relative_file_url`)."""
     path = file_url_path(checkpoint_dir)
     if path is None:

@@ -152,15 +152,15 @@ def check_spec_shape(spec: JobSpec) -> None:
 
 
 def relative_file_url(checkpoint_dir: str) -> bool:
-    """Whether a spec's ``checkpoint_dir`` is a ``file://`` URL whose path is not absolute
-    (``file://ckpt/run1``, ``file://~/ckpt``, ``file://localhost/ckpt``). danlu.train writes
-    to the text after ``file://``, relative to the job's working directory then, which the
-    control plane does not know (an executor's, an account's home): the retention could
-    not tell the directory it names, and deleted it with the job whose directory it was
-    when it lay under the home. Refused at submission (by
+    """Whether a spec's ``checkpoint_dir`` is a file URL that names no directory of this
+    machine (:func:`~danlu.core.file_url.file_url_path`: a relative path, ``file://ckpt/run1``
+    or ``file://~/ckpt``, another host, no path). Older danlu.train wrote to the text after
+    ``file://``, relative to the job's working directory, which the control plane does not
+    know: the retention could not tell the directory it names, and deleted it with the job
+    whose directory it was when it lay under the home. Refused at submission (by
     :func:`~danlu.core.spec.check_limits`, which ``parse_spec(stored=True)`` skips); a spec
     stored before is launched with a directory of the job's own, as one naming a relative
-    path is."""
+    path is. ``file://localhost/ckpt`` and ``file:/ckpt`` name ``/ckpt``."""
     path = file_url_path(checkpoint_dir)
     return path is not None and not path.startswith("/")
 
