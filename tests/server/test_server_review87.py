@@ -231,9 +231,7 @@ def _submit(db: Database, name: str, **extra: Any) -> str:
         return jobs.submit(s, {**body, **extra}, alice, now=NOW).id
 
 
-@pytest.mark.parametrize(
-    "given", ["file://ckpt/run1", "file://~/ckpt", "file:ckpt", "file://"]
-)
+@pytest.mark.parametrize("given", ["file://ckpt/run1", "file://~/ckpt", "file:ckpt", "file://"])
 def test_a_file_url_of_a_relative_path_is_refused_as_a_checkpoint_dir(
     db: Database, given: str
 ) -> None:
