@@ -16,6 +16,7 @@ import pytest
 
 from danlu.core.cluster import Cluster
 from danlu.executors import (
+    Handle,
     JobAlreadyRunningError,
     JobLaunch,
     LaunchError,
@@ -26,6 +27,19 @@ from danlu.executors import (
 )
 
 SLEEP = (sys.executable, "-c", "import time; time.sleep(60)")
+
+
+def _stop(first: LocalExecutor, handle: Handle, run_dir: Path) -> None:
+    """End the first executor's run of ``twice`` and close it: cancelled while its records
+    are there; else (deleted) its supervisor is stopped, which stops it as for a cancel."""
+    if (run_dir / supervise.LAUNCH).is_file():
+        first.cancel(handle)
+        while first.poll(handle).running:
+            time.sleep(0.05)
+    else:
+        first._children["twice"].terminate()
+        first._children["twice"].wait(30)
+    first.close()
 
 
 def test_a_launch_that_finds_the_run_launched_meanwhile_leaves_it_alone(
@@ -54,14 +68,7 @@ def test_a_launch_that_finds_the_run_launched_meanwhile_leaves_it_alone(
         assert first.poll(handle).state is RunState.RUNNING
         assert second.adopt() == [handle]
     finally:
-        if (run_dir / supervise.LAUNCH).is_file():
-            first.cancel(handle)
-            while first.poll(handle).running:
-                time.sleep(0.05)
-        else:  # (its records gone, its supervisor stops it as for a cancel)
-            first._children["twice"].terminate()
-            first._children["twice"].wait(30)
-        first.close()
+        _stop(first, handle, run_dir)
 
 
 def test_a_launch_whose_log_cannot_be_opened_leaves_the_other_launchs_run_alone(
@@ -92,14 +99,7 @@ def test_a_launch_whose_log_cannot_be_opened_leaves_the_other_launchs_run_alone(
         assert (run_dir / supervise.LAUNCH).is_file(), "the running run's records were deleted"
         assert first.poll(handle).state is RunState.RUNNING
     finally:
-        if (run_dir / supervise.LAUNCH).is_file():
-            first.cancel(handle)
-            while first.poll(handle).running:
-                time.sleep(0.05)
-        else:
-            first._children["twice"].terminate()
-            first._children["twice"].wait(30)
-        first.close()
+        _stop(first, handle, run_dir)
 
 
 def test_a_launch_that_fails_after_making_its_run_directory_removes_it(
