@@ -1,7 +1,7 @@
 """GPU discovery and metrics: NVML (``nvidia-ml-py``, imported lazily) and fake GPUs for
 machines without any. Imports only :mod:`danlu.core` of danlu."""
 
-from danlu.devices.errors import DeviceError, DeviceUnavailableError
+from danlu.devices.errors import DeviceError, DeviceUnavailableError, NvmlMissingError
 from danlu.devices.inventory import (
     GpuInfo,
     Inventory,
@@ -20,6 +20,7 @@ __all__ = [
     "Inventory",
     "MetricSample",
     "NodeInventory",
+    "NvmlMissingError",
     "discover",
     "fake_inventory",
     "inventory_from_cluster",

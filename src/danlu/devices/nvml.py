@@ -25,7 +25,7 @@ from types import ModuleType
 from typing import Any
 
 from danlu.core.cluster import GpuType, gpu_type_from_device
-from danlu.devices.errors import DeviceUnavailableError
+from danlu.devices.errors import DeviceUnavailableError, NvmlMissingError
 from danlu.devices.inventory import GpuInfo, Inventory, NodeInventory
 
 log = logging.getLogger(__name__)
@@ -63,11 +63,13 @@ def load_nvml(nvml: ModuleType | Any | None = None) -> Any:
 
             lib = pynvml
         except ImportError:
-            raise DeviceUnavailableError(f"NVML is not installed; {_NVML_HINT}") from None
+            raise NvmlMissingError(f"NVML is not installed; {_NVML_HINT}") from None
     try:
         lib.nvmlInit()
     except Exception as exc:  # pynvml.NVMLError and friends: no driver, no device
-        raise DeviceUnavailableError(f"NVML cannot start ({exc}); {_init_fix(exc)}") from None
+        missing = _init_code(exc) == _LIBRARY_NOT_FOUND  # no driver's library to load
+        error = NvmlMissingError if missing else DeviceUnavailableError
+        raise error(f"NVML cannot start ({exc}); {_init_fix(exc)}") from None
     return lib
 
 
@@ -86,13 +88,19 @@ _INIT_FIXES: Mapping[int, str] = {
 ``LIB_RM_VERSION_MISMATCH`` (installing the driver mends only the third); any other error
 gets :data:`_NVML_HINT`."""
 _VERSION_MISMATCH = 18
+_LIBRARY_NOT_FOUND = 12
+
+
+def _init_code(exc: BaseException) -> int | None:
+    """The NVML error code of ``nvmlInit``'s error ``exc`` (pynvml's ``NVMLError.value``)."""
+    value = getattr(exc, "value", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _init_fix(exc: BaseException) -> str:
     """What to do about ``nvmlInit``'s error ``exc``: its code's fix (the text of a
     version mismatch names it also where the code is missing), else :data:`_NVML_HINT`."""
-    value = getattr(exc, "value", None)
-    code = value if isinstance(value, int) and not isinstance(value, bool) else None
+    code = _init_code(exc)
     if code is None and "version mismatch" in str(exc).lower():
         code = _VERSION_MISMATCH
     fix = _INIT_FIXES.get(code) if code is not None else None

@@ -16,31 +16,18 @@ from collections.abc import Callable
 from danlu.config import gpu_discovery_env
 from danlu.core.errors import ConfigError
 from danlu.devices import Inventory, discover, fake_inventory
-from danlu.devices.errors import DeviceError
+from danlu.devices.errors import DeviceError, NvmlMissingError
 
 FALLBACK_FAKE = "1x80GiB"
 """The fake inventory of a host without NVML."""
-NVML_LIBRARY_NOT_FOUND = 12
-"""``NVML_ERROR_LIBRARY_NOT_FOUND``: ``nvmlInit`` found no ``libnvidia-ml.so.1`` (no driver)."""
-
-
-def nvml_missing(exc: DeviceError) -> bool:
-    """Whether discovery's error ``exc`` says that this host has no NVML at all: no
-    ``pynvml`` to import, or no NVML library for it to load; not that NVML is there and
-    failed. Told by the error ``exc`` was raised in place of (its ``__context__``, which
-    :func:`~danlu.devices.nvml.load_nvml` keeps while hiding it from tracebacks)."""
-    cause = exc.__cause__ or exc.__context__
-    if isinstance(cause, ImportError):
-        return True
-    return getattr(cause, "value", None) == NVML_LIBRARY_NOT_FOUND  # pynvml's NVMLError
 
 
 def find_inventory(fake_gpus: str | None, announce: Callable[[str], None]) -> Inventory:
     """NVML's GPUs (one NVML cannot read is left out: :func:`~danlu.devices.discover`), or
     the fake inventory ``fake_gpus``, or :data:`FALLBACK_FAKE` where this host has no NVML
-    (:func:`nvml_missing`); a fake inventory is announced through ``announce``. NVML that is
-    there but serves no GPU is a :class:`ConfigError` naming why and the fixes
-    (``--fake-gpus`` among them)."""
+    (:class:`~danlu.devices.errors.NvmlMissingError`); a fake inventory is announced
+    through ``announce``. NVML that is there but serves no GPU is a :class:`ConfigError`
+    naming why and the fixes (``--fake-gpus`` among them)."""
     if fake_gpus:
         inventory = fake_inventory(fake_gpus)
         announce(f"danlu: using FAKE GPUs from --fake-gpus {fake_gpus}: {inventory.describe()}")
@@ -48,7 +35,7 @@ def find_inventory(fake_gpus: str | None, announce: Callable[[str], None]) -> In
     try:
         return discover(environ=gpu_discovery_env())
     except DeviceError as exc:
-        if not nvml_missing(exc):
+        if not isinstance(exc, NvmlMissingError):
             raise ConfigError(f"this host's GPUs cannot be used: {exc}") from None
         inventory = fake_inventory(FALLBACK_FAKE)
         announce(
