@@ -644,12 +644,11 @@ class TrainContext(Recovery, BatchChanges):
         its last step (before, it closed without one and its run lost the steps since its
         last checkpoint); on every rank, as the ranks agreed on the stop. A context left
         otherwise (its block's end, any other exception) writes none."""
-        if isinstance(exc, Preempted) and not self._closed:
-            try:
+        try:
+            if isinstance(exc, Preempted) and not self._closed:
                 self._preemption_checkpoint()
-            finally:
-                self.close()
-        self.close()
+        finally:
+            self.close()
 
     def close(self) -> None:
         """Finish the checkpoint in flight, say the last one committed when no record did
