@@ -100,3 +100,11 @@ def test_a_plain_job_id_is_unchanged_in_the_metrics_url() -> None:
 def test_a_dot_job_id_is_refused_by_name(job_id: str) -> None:
     with pytest.raises(ConfigError, match="DANLU_JOB_ID"):
         JobEnv.from_environ({**API, "DANLU_JOB_ID": job_id})
+
+
+@pytest.mark.parametrize("job_id", ["0a1b2c3d4e5f\r", " 0a1b2c3d4e5f", "0a1b2c3d4e5f\n "])
+def test_blanks_around_a_job_id_are_not_part_of_the_metrics_url(job_id: str) -> None:
+    """A ``\\r`` kept from a file read by ``$(cat f)``: the records went to ``...%0D``."""
+    env = JobEnv.from_environ({**API, "DANLU_JOB_ID": job_id})
+    assert env.job_id == "0a1b2c3d4e5f"
+    assert env.metrics_url == "http://127.0.0.1:8000/api/v1/jobs/0a1b2c3d4e5f/metrics"

@@ -7,6 +7,7 @@ for the outer one, whose own SIGTERM still checkpoints it."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,6 +73,45 @@ def test_the_inner_contexts_preemption_exit_checkpoints_the_outer_one(
     assert _checkpointed_step(tmp_path / "outer") == 3  # none before: it restarted at 0
     assert own_sigterm == []
     assert signal.getsignal(signal.SIGTERM).__name__ == "record"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("left_by", ["with", "close"])
+def test_the_outer_context_checkpoints_alike_left_by_its_with_or_closed_by_hand(
+    tmp_path: Path, left_by: str
+) -> None:
+    """The inner context asked to stop by ``request()`` (the outer one never signalled):
+    ``ctx.close()`` in a ``finally`` wrote no checkpoint for the outer one, its ``with``
+    did."""
+    data = tiny_regression(n=32)
+    outer = _context(tmp_path / "outer")
+    with pytest.raises(SystemExit) as stopped:
+        try:
+            with outer if left_by == "with" else contextlib.nullcontext(outer):
+                for batch in outer.batches(data):
+                    outer.step(batch, mse_loss)
+                    if outer.step_num == 3:
+                        inner = _context(tmp_path / "inner", seed=1)
+                        inner.preemption.request()
+                        inner.step(next(iter(inner.batches(data))), mse_loss)  # exits 75
+        finally:
+            outer.close()
+    assert stopped.value.code == dt.PREEMPTED_EXIT_CODE
+    assert not outer.preemption.requested
+    assert _checkpointed_step(tmp_path / "inner") == 1
+    assert _checkpointed_step(tmp_path / "outer") == 3
+
+
+def test_a_context_opened_after_a_preemption_exit_writes_nothing_at_close(
+    tmp_path: Path,
+) -> None:
+    data = tiny_regression(n=32)
+    inner = _context(tmp_path / "inner")
+    inner.preemption.request()
+    with pytest.raises(SystemExit):
+        inner.step(next(iter(inner.batches(data))), mse_loss)
+    with _context(tmp_path / "later") as later:
+        later.step(next(iter(later.batches(data))), mse_loss)
+    assert _checkpointed_step(tmp_path / "later") == 0
 
 
 def test_leaving_the_inner_context_writes_nothing_for_the_outer_one(

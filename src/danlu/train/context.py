@@ -49,7 +49,7 @@ from danlu.train.goodput import (
     stored_probes,
 )
 from danlu.train.part_states import Parse, parse_parts
-from danlu.train.preempt import Preempted, Preemption
+from danlu.train.preempt import Preemption
 from danlu.train.recovery import Recovery
 from danlu.train.report import MetricsReporter, Progress
 from danlu.train.step import LossFn, StepEngine, StepResult
@@ -638,35 +638,38 @@ class TrainContext(Recovery, BatchChanges):
         return self
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        """Close the context. Left by the preemption exit of another context open inside
-        this one (a second ``init`` in this ``with`` block that stepped first after a
-        SIGTERM, which reached both), this one writes its preemption checkpoint first, at
-        its last step (before, it closed without one and its run lost the steps since its
-        last checkpoint); on every rank, as the ranks agreed on the stop. A context left
-        otherwise (its block's end, any other exception) writes none."""
-        try:
-            if isinstance(exc, Preempted) and not self._closed:
-                self._preemption_checkpoint()
-        finally:
-            self.close()
+        """Close the context (:meth:`close`, the same whatever the exception)."""
+        self.close()
 
     def close(self) -> None:
         """Finish the checkpoint in flight, say the last one committed when no record did
         (:meth:`_say_last_checkpoint`), flush metrics, restore the signal handler, leave the
-        group. A save in flight that failed raises here, after all that."""
+        group. A save in flight that failed raises here, after all that.
+
+        Closed after the preemption exit of another context open inside this one (a second
+        ``init`` in this ``with`` block that stopped first after a SIGTERM, which reached
+        both, or its ``preemption.request()``), this one writes its preemption checkpoint
+        first, at its last step, by its ``with`` or by hand (before, it closed without one
+        and its run lost the steps since its last checkpoint; then a ``close()`` by hand
+        still did); on every rank, as the ranks agreed on the stop. Closed otherwise (its
+        block's end, any other exception) it writes none."""
         if self._closed:
             return
-        self._closed = True
         try:
-            self.reporter.flush_soon()  # the records ship while the checkpoint is written
-            self.checkpoints.wait()
+            if self.preemption.other_exited:
+                self._preemption_checkpoint()
         finally:
-            self._say_last_checkpoint()
-            self.progress.close()
-            self.reporter.close()
-            self.checkpoints.close()
-            self.preemption.close()
-            self.distributed.close()
+            self._closed = True
+            try:
+                self.reporter.flush_soon()  # the records ship while the checkpoint is written
+                self.checkpoints.wait()
+            finally:
+                self._say_last_checkpoint()
+                self.progress.close()
+                self.reporter.close()
+                self.checkpoints.close()
+                self.preemption.close()
+                self.distributed.close()
 
     def _closed_error(self, call: str) -> ConfigError:
         """The error of a ``call`` that needs the open context, made after :meth:`close`."""

@@ -146,16 +146,19 @@ def _token(environ: Mapping[str, str]) -> str | None:
 
 
 def _job_id(environ: Mapping[str, str]) -> str | None:
-    """``DANLU_JOB_ID``: a name, and a path segment of the metrics URL, so ``.`` and ``..``
-    (which a proxy resolves to another endpoint) are refused; other characters are
-    percent-encoded by :attr:`JobEnv.metrics_url`."""
+    """``DANLU_JOB_ID`` without surrounding whitespace (no job id the API issues has any:
+    a ``\\r`` from a file or a blank from a launcher's template became ``%0D`` or ``%20``
+    in the metrics URL, and every POST went to a job that does not exist, its records
+    lost); a name, and a path segment of the metrics URL, so ``.`` and ``..`` (which a
+    proxy resolves to another endpoint) are refused; other characters are percent-encoded
+    by :attr:`JobEnv.metrics_url`."""
     raw = _name(environ, "DANLU_JOB_ID")
     if raw is not None and raw.strip() in (".", ".."):
         raise ConfigError(
             f"environment variable DANLU_JOB_ID={raw!r} is not a job id; unset it or give "
             "the job's id"
         )
-    return raw
+    return None if raw is None else raw.strip()
 
 
 def _api_url(environ: Mapping[str, str]) -> str | None:

@@ -87,8 +87,20 @@ class LRController:
         if self.grad_norm_tau is not None:
             self._apply(self.grad_norm_factor(grad_norm))
 
-    def after_step(self) -> None:
-        """Advance the scheduler (not ``ReduceLROnPlateau``: see :meth:`plateau_step`)."""
+    def after_step(self, stepped: bool = True) -> None:
+        """Advance the scheduler (not ``ReduceLROnPlateau``: see :meth:`plateau_step`) and
+        the warmup after an optimizer step.
+
+        ``stepped`` is False when the optimizer did not update the parameters (the fp16
+        GradScaler found NaN/Inf gradients and skipped its step, or an anomaly skipped it):
+        then neither moves, so the schedule counts updates as an unscaled run does and an
+        exact resume stays exact. Before, the scheduler stepped anyway, ran one step ahead
+        for every skipped update, and torch warned "``lr_scheduler.step()`` before
+        ``optimizer.step()``" when the first step was skipped."""
+        if not stepped:
+            if self.grad_norm_tau is not None:
+                self._apply(1.0)  # drop this step's norm factor, as a step would
+            return
         self.steps += 1
         if self.scheduler is None and self.grad_norm_tau is None and self.steps > self.warmup_steps:
             return  # no schedule, no per-step factor, warmup over: the LRs set last still hold

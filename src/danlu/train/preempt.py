@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import weakref
 from types import FrameType
 from typing import Any
 
@@ -19,8 +20,9 @@ from danlu.train.env import PREEMPTED_EXIT_CODE
 
 class Preempted(SystemExit):
     """The exit of a preempted context (its code :data:`PREEMPTED_EXIT_CODE`): a
-    ``SystemExit`` as before, told apart so that another context open around the one that
-    raised it checkpoints as it is left (every rank alike: the ranks agreed on the stop)."""
+    ``SystemExit`` as before, told apart from others. Raised by :meth:`Preemption.exit`,
+    which tells the other open contexts, so that one open around the one that raised it
+    checkpoints as it closes (every rank alike: the ranks agreed on the stop)."""
 
 
 class Preemption:
@@ -42,8 +44,14 @@ class Preemption:
         """True once this rank was signalled (or :meth:`request` was called). A plain flag:
         the handler runs on the main thread between bytecodes, and the step reads it on
         every step."""
+        self.other_exited = False
+        """True once another context's preemption exit (:meth:`exit`) ran while this one
+        was open: an ``init`` inside this one's ``with`` block that stopped first (every
+        rank alike: the ranks agreed on its stop). Its context then checkpoints as it
+        closes, by its ``with`` or by hand."""
         self._previous: Any = None
         self._installed = False
+        _OPEN.add(self)
         if install and threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGTERM, self._on_signal)
             self._installed = True
@@ -62,6 +70,14 @@ class Preemption:
     def request(self) -> None:
         """Ask for a stop as if SIGTERM had arrived (tests, or a user's own trigger)."""
         self.requested = True
+
+    def exit(self) -> Preempted:
+        """The exit of this preempted context, to raise; every other open one is told
+        (:attr:`other_exited`)."""
+        for other in list(_OPEN):
+            if other is not self:
+                other.other_exited = True
+        return Preempted(self.exit_code)
 
     def should_stop(self, step: int) -> bool:
         """True on every rank when any rank was signalled (checked every ``check_every``
@@ -83,6 +99,7 @@ class Preemption:
         ``with``) is taken out of that one's chain instead: restoring its own previous
         handler dropped the open one's, and once both closed the closed outer one's was
         left installed, so a later SIGTERM only set a flag nobody read."""
+        _OPEN.discard(self)
         if not self._installed:
             return
         self._installed = False
@@ -94,6 +111,10 @@ class Preemption:
         previous = signal.SIG_DFL if self._previous is None else self._previous
         signal.signal(signal.SIGTERM, previous)
 
+
+_OPEN: weakref.WeakSet[Preemption] = weakref.WeakSet()
+"""The :class:`Preemption` objects not closed yet (installed or not), which a preemption exit
+tells (:meth:`Preemption.exit`)."""
 
 _INSTALLED: list[Preemption] = []
 """The :class:`Preemption` objects whose SIGTERM handler is installed, oldest first."""

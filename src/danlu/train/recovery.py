@@ -25,7 +25,7 @@ from danlu.train.anomaly import AnomalyDetector, TrainingAnomalyError
 from danlu.train.batch import BatchController
 from danlu.train.ckpt import Checkpoints
 from danlu.train.lr import LRController
-from danlu.train.preempt import Preempted, Preemption
+from danlu.train.preempt import Preemption
 from danlu.train.step import StepEngine
 
 log = logging.getLogger("danlu.train")
@@ -196,12 +196,12 @@ class Recovery:
         good checkpoint, as a periodic checkpoint is never written from them."""
         self._preemption_checkpoint()
         self.close()
-        raise Preempted(self.preemption.exit_code)
+        raise self.preemption.exit()
 
     def _preemption_checkpoint(self) -> None:
         """:meth:`_preempt`'s checkpoint (or the WARNING why none is written), without the
-        exit: also what a context left by another one's preemption exit writes (see
-        :meth:`~danlu.train.context.TrainContext.__exit__`)."""
+        exit: also what a context left by another one's preemption exit writes as it closes
+        (see :meth:`~danlu.train.context.TrainContext.close`)."""
         code = self.preemption.exit_code
         if not self.checkpoints.enabled:
             log.warning(

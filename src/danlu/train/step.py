@@ -439,7 +439,7 @@ class StepEngine:
             precision.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         used_lr = float(self.optimizer.param_groups[0]["lr"])
-        self.lr.after_step()
+        self.lr.after_step(applied)
         self.step_count += 1
         step_time = time.perf_counter() - t0
         if self._norm_time is not None:
