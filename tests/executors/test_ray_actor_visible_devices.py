@@ -7,6 +7,7 @@ placement say)."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from pathlib import Path
@@ -65,10 +66,55 @@ def test_the_ray_actor_reads_its_node_s_own_list(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The actor's class reads the variable its process has: the node's raylet's (Ray sets
-    none for an actor that asks for no GPU)."""
+    none for an actor that asks for no GPU) when Ray recorded none at the worker's start."""
+    _ray_recorded(monkeypatch, None)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "CUDA_VISIBLE_DEVICES": "0,1"}
     run = NodeRunOnNode(PRINT_DEVICES, env, log_dir=str(tmp_path), node="gpu07")
     assert until_exit(run)["output"] == b"2,3\n"
     assert run.placement()["visible"] == "0,1"
     run.close()
+
+
+def test_the_ray_actor_reads_the_list_its_worker_was_started_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """For an actor asking for no GPU, Ray (by default until 2026; later with
+    RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=1) sets the process's variable to "" before the
+    actor starts: the node's list is the one Ray recorded when the worker started, which Ray
+    maps GPU slots through. Read from the environment, danlu's GPU 1 was the machine's
+    device 1 on a node started with 2,3."""
+    pytest.importorskip("ray._private.worker")
+    _ray_recorded(monkeypatch, ["2", "3"])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # as Ray set it for this actor
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "CUDA_VISIBLE_DEVICES": "1"}
+    run = NodeRunOnNode(PRINT_DEVICES, env, log_dir=str(tmp_path), node="gpu07")
+    assert until_exit(run)["output"] == b"3\n"
+    assert run.placement()["visible"] == "1"
+    run.close()
+
+
+def test_a_worker_started_without_a_list_leaves_danlu_s_indices_as_they_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker Ray recorded with an empty list or none (the variable unset when it started)
+    maps nothing, whatever Ray set since: the command gets danlu's indices as they are."""
+    pytest.importorskip("ray._private.worker")
+    for listed in ([], None):
+        _ray_recorded(monkeypatch, listed)
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "CUDA_VISIBLE_DEVICES": "1"}
+        run = NodeRunOnNode(PRINT_DEVICES, env, log_dir=str(tmp_path / str(listed)))
+        assert until_exit(run)["output"] == b"1\n"
+        run.close()
+
+
+def _ray_recorded(monkeypatch: pytest.MonkeyPatch, listed: list[str] | None) -> None:
+    """Make Ray's record of the GPUs this process started with ``listed`` (None: the
+    variable unset then), where Ray is installed."""
+    try:
+        worker = importlib.import_module("ray._private.worker")
+    except ImportError:
+        return
+    recorded = {**worker.global_worker.original_visible_accelerator_ids, "GPU": listed}
+    monkeypatch.setattr(worker.global_worker, "original_visible_accelerator_ids", recorded)

@@ -96,3 +96,38 @@ def test_a_real_ray_error_carries_the_flag_read() -> None:
     installed)."""
     exceptions = pytest.importorskip("ray.exceptions")
     assert isinstance(exceptions.ActorDiedError.actor_init_failed, property)
+
+
+def test_a_run_whose_actor_never_answers_says_so_not_that_it_is_gone(
+    fake: FakeRay, tmp_path: Path
+) -> None:
+    """An actor that has not answered once by START_TIMEOUT after the launch (Ray has not
+    started it on its node, or cannot reach it) ends the run as a lost node does (the job
+    re-queued free), but its message said the actor "is gone (node lost?)", with Ray
+    saying nothing of the kind: it names the wait and where to look instead."""
+    from danlu.executors.ray_executor import START_TIMEOUT
+
+    now = [1000.0]
+    base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    ex = RayExecutor(tmp_path / "state", address=None, base_env=base, clock=lambda: now[0])
+    handle = ex.submit(launch("silent", SLEEP, gpus=(GpuSlot(1, 0),)))
+    fake.actors["danlu.silent.0.0"].hanging = True
+    assert ex.poll(handle).running  # still starting
+    now[0] += START_TIMEOUT + 1
+    status = ex.poll(handle)
+    assert status.node_lost and status.outcome is Outcome.PREEMPTED
+    assert f"on n2 did not answer within {START_TIMEOUT:g} s of the launch" in status.message
+    assert "is gone" not in status.message and "Ray logs" in status.message
+
+
+def test_a_lost_actor_of_a_run_without_gpus_names_its_node_as_such(
+    ex: RayExecutor, fake: FakeRay
+) -> None:
+    """A run without GPUs (the executor's API: Ray picks its node) names no node: the
+    message said "on ? is gone"."""
+    handle = ex.submit(launch("anywhere", SLEEP))
+    assert ex.poll(handle).running
+    fake.actors["danlu.anywhere.0.0"].dead()
+    status = ex.poll(handle)
+    assert status.node_lost
+    assert "the run's actor on its node is gone" in status.message

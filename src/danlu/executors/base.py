@@ -348,9 +348,13 @@ class ExecStatus:
     """The nodes (by name) the run could not start on for the nodes' own reasons, found
     only at a poll: a Ray actor whose creation failed on its live node (danlu not importable
     there). The control plane counts the run as a launch that failed there for the node's
-    reasons, as it counts a :class:`~danlu.executors.errors.NodeLaunchError` of a launch,
-    and cordons a node after ``DANLU_NODE_LAUNCH_FAILURES`` in a row. Empty (the default):
-    none; a run that failed by the job's own doing (its command exited 1) names none."""
+    reasons, as it counts a :class:`~danlu.executors.errors.NodeLaunchError` of a launch:
+    the job is re-queued with no restart counted (the job ran nothing), and a node is
+    cordoned after ``DANLU_NODE_LAUNCH_FAILURES`` in a row. Such re-queues are bounded: the
+    one that would be the job's ``UNSTARTED_RUNS_LIMIT``-th
+    (:data:`danlu.server.polling.UNSTARTED_RUNS_LIMIT`) fails the job instead, naming the
+    nodes. Empty (the default): none; a run that failed by the job's own doing (its command
+    exited 1) names none, and counts a restart as any failure does."""
 
     @property
     def running(self) -> bool:

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import logging
 import os
 import shutil
@@ -554,10 +555,12 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
             self._signal_again(run_dir, launch)
         unstarted: dict[int, str] = {}
         answers = self._ask(run_dir, launch, unstarted)
+        unanswered = None
         if answers is None:  # not answering yet: Ray may still be starting the workers
             if self._clock() - launch["launched_at"] < START_TIMEOUT or launch.get("answered"):
                 return ExecStatus(RunState.RUNNING, stop_reason=reason)
             answers = [None] * len(launch["actors"])
+            unanswered = START_TIMEOUT
         elif not launch.get("answered"):
             launch["answered"] = True
             with contextlib.suppress(OSError):
@@ -570,7 +573,7 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
             failed = unstarted_result(launch.get("nodes") or [], unstarted, started)
             return self._finish(run_dir, launch, failed, reason)
         if len(present) < len(answers):  # an actor is gone: its node lost, or killed
-            lost = lost_result(launch.get("nodes") or [], answers, started)
+            lost = lost_result(launch.get("nodes") or [], answers, started, unanswered)
             return self._finish(run_dir, launch, lost, reason)
         tail = functools.partial(self._log_tail, run_dir, launch)
         result = exit_result(present, started, tail, reason, self._clock())
@@ -652,10 +655,10 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
 
 class NodeRunOnNode(NodeRun):
     """:class:`NodeRun` as the Ray actor on its node (the class the executor makes an actor
-    of): the command's ``CUDA_VISIBLE_DEVICES`` are danlu's GPU indices read through this
-    process's own (the node's raylet's: a node started with ``CUDA_VISIBLE_DEVICES=2,3``
-    counts two GPUs, danlu's 0 and 1, Ray's devices 2 and 3;
-    :func:`~danlu.executors.ray_actor.node_visible_devices`)."""
+    of): the command's ``CUDA_VISIBLE_DEVICES`` are danlu's GPU indices read through the
+    list this process was started with (the node's raylet's: a node started with
+    ``CUDA_VISIBLE_DEVICES=2,3`` counts two GPUs, danlu's 0 and 1, Ray's devices 2 and 3;
+    :func:`~danlu.executors.ray_actor.node_visible_devices`; :func:`worker_visible_devices`)."""
 
     def __init__(
         self,
@@ -665,8 +668,27 @@ class NodeRunOnNode(NodeRun):
         log_dir: str | None = None,
         node: str | None = None,
     ) -> None:
-        here = os.environ.get(VISIBLE_DEVICES)
+        here = worker_visible_devices()
         super().__init__(command, env, workdir, log_dir, node, node_visible=here)
+
+
+def worker_visible_devices() -> str | None:
+    """The ``CUDA_VISIBLE_DEVICES`` this Ray worker process was started with (its raylet's),
+    as Ray recorded it before any task or actor ran (``original_visible_accelerator_ids``:
+    what Ray itself maps a task's GPU slots through), else as the environment has it now
+    (None: unset). Not the environment alone: for an actor asking for no GPU, as the
+    executor's do, Ray sets the variable to ``""`` (Rays did by default until 2026, 2.9 among
+    them; later ones do with ``RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=1``), which would leave
+    danlu's GPU indices unmapped: the command on danlu's GPU 1 of a node started with
+    ``2,3`` would use the machine's device 1."""
+    try:
+        worker: Any = importlib.import_module("ray._private.worker")
+        listed = worker.global_worker.original_visible_accelerator_ids.get("GPU")
+    except Exception:  # another Ray's internals (or none): the environment, as it is
+        listed = None
+    if isinstance(listed, list | tuple):
+        return ",".join(str(device) for device in listed)
+    return os.environ.get(VISIBLE_DEVICES)
 
 
 def _join(ray: Any, address: str | None, namespace: str) -> None:

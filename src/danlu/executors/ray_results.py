@@ -31,18 +31,29 @@ def started_at(answers: Answers, launched_at: float) -> float:
     return min((a["started_at"] for a in answers if a), default=launched_at)
 
 
-def lost_result(nodes: Sequence[str], answers: Answers, started: float) -> dict[str, Any]:
+def lost_result(
+    nodes: Sequence[str], answers: Answers, started: float, unanswered: float | None = None
+) -> dict[str, Any]:
     """The result of a run one of whose actors is gone (its node lost, its worker killed):
     a preemption (``node_lost``), naming the nodes (``nodes``: the launch record's, by rank)
-    whose actors are gone."""
-    where = ", ".join(
-        name for name, answer in zip(nodes or ["?"], answers, strict=False) if answer is None
-    )
+    whose actors are gone. ``unanswered``: the run's actors have never all answered in the
+    seconds since its launch it gives (not started by Ray, or not reachable: nothing says
+    they are gone), which the error says instead."""
+    where = ", ".join(name for name, answer in zip(nodes, answers, strict=False) if answer is None)
+    where = where or "its node"
+    if unanswered is None:
+        error = f"the run's actor on {where} is gone (node lost?)"
+    else:
+        error = (
+            f"the run's actor on {where} did not answer within {unanswered:g} s of the "
+            "launch (not started there by Ray, or not reachable from the control plane: see "
+            "that node's Ray logs)"
+        )
     return {
         "outcome": Outcome.PREEMPTED.value,
         "exit_code": None,
         "started_at": started,
-        "error": f"the run's actor on {where or 'its node'} is gone (node lost?)",
+        "error": error,
         "node_lost": True,
     }
 
