@@ -80,7 +80,9 @@ def test_a_plain_500_page_to_a_post_says_so_too() -> None:
     with answering(500, content=b"oops") as c, pytest.raises(ServerError) as caught:
         c.cancel("abcd")
     assert type(caught.value) is ServerError
-    assert str(caught.value).startswith("oops; POST /api/v1/jobs/abcd/cancel may or may not")
+    text = str(caught.value)  # named with its status and URL: not a danlu server's words
+    assert text.startswith(f"POST {URL}/api/v1/jobs/abcd/cancel: answered 500 ")
+    assert "(oops)" in text and "; POST /api/v1/jobs/abcd/cancel may or may not" in text
 
 
 @pytest.mark.parametrize(

@@ -86,7 +86,7 @@ def test_a_post_answered_by_a_proxy_may_have_been_carried_out(answer: httpx.Resp
     error = caught.value
     assert isinstance(error, GatewayError) and error.status == answer.status_code
     text = str(error)
-    assert text.startswith("POST /api/v1/jobs: a proxy in front of the danlu server answered")
+    assert text.startswith(f"POST {URL}/api/v1/jobs: a proxy in front of the danlu server answered")
     assert "may or may not have been carried out" in text and "danlu ls" in text
     assert error.message == answer.content.decode()[:500]  # the proxy's text, as it came
     assert from_proxy(error) and out_of_reach(error)  # followers still ride it out

@@ -4,6 +4,7 @@ whether two URLs name one server."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import socket
@@ -140,6 +141,21 @@ def server_base(url: str) -> str:
     if parsed.userinfo or "?" in base or "#" in base:
         raise ConfigError(_USERINFO.format(shown))
     return base
+
+
+def loopback_pattern(base: str) -> str | None:
+    """The httpx mount pattern of ``base``'s host (``all://127.0.0.1``) when it is this
+    machine's loopback (``127.0.0.0/8``, ``::1``, ``localhost``), else None: a request to
+    it never goes through a proxy of the environment (``HTTP_PROXY``), whose loopback is
+    not this machine's (it answered that the running server refused the connection)."""
+    host = httpx.URL(base).host
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name
+        loopback = host.lower() == "localhost" or host.lower().endswith(".localhost")
+    if not loopback:
+        return None
+    return f"all://[{host}]" if ":" in host else f"all://{host}"
 
 
 _USERINFO = (

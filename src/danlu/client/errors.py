@@ -29,6 +29,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 from typing import Any
 
 import httpx
@@ -40,7 +42,13 @@ JobDict = dict[str, Any]
 
 class ApiError(DanluError):
     """An error answer of the server: HTTP ``status`` plus the body's ``type``, ``field``
-    (dotted, or ``None``) and ``message``, exactly as the server sent them."""
+    (dotted, or ``None``) and ``message``, exactly as the server sent them; ``url``: where
+    the request went (no query), when known. ``text``: what ``str()`` says, when not
+    ``field: message`` (an answer that is not a danlu server's, named with its status and
+    URL by :func:`error_from_response`)."""
+
+    url: str = ""
+    """The URL the request went to, without its query ("": not known)."""
 
     def __init__(
         self,
@@ -50,6 +58,9 @@ class ApiError(DanluError):
         message: str,
         method: str = "",
         path: str = "",
+        *,
+        url: str = "",
+        text: str | None = None,
     ) -> None:
         self.status = status
         self.type = type
@@ -57,7 +68,8 @@ class ApiError(DanluError):
         self.message = message
         self.method = method
         self.path = path
-        Exception.__init__(self, f"{field}: {message}" if field else message)
+        self.url = url
+        Exception.__init__(self, text or (f"{field}: {message}" if field else message))
 
     def __str__(self) -> str:
         return str(self.args[0])
@@ -122,8 +134,11 @@ class GatewayError(ServerError):
     A :class:`ServerError`, as it was, for every ``except ServerError``."""
 
     def __str__(self) -> str:
-        request = f"{self.method} {self.path}".strip() or "the request"
-        said = f"a proxy in front of the danlu server answered {self.status} ({self.message})"
+        request = f"{self.method} {self.url or self.path}".strip() or "the request"
+        said = (
+            f"a proxy in front of the danlu server answered {self.status} "
+            f"({page_words(self.message)})"
+        )
         if self.method.upper() in _READS:
             return f"{request}: {said}; the server cannot be reached through it now: try again"
         return (
@@ -267,11 +282,68 @@ def redirected(response: httpx.Response) -> str:
     )
 
 
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]*>")
+PAGE_WORDS = 200
+"""The most characters of a page that is not a danlu server's an error message shows."""
+
+
+def page_words(text: str) -> str:
+    """The words of ``text``, a body that is not a danlu server's (a proxy's HTML page), as
+    an error message shows them on one line: an HTML page's title when it has one, else its
+    text without tags, entities read and whitespace (line breaks too) made one space, cut
+    to :data:`PAGE_WORDS` characters; ``an empty page`` when nothing is left."""
+    title = _TITLE.search(text)
+    words = title.group(1) if title and title.group(1).strip() else _TAG.sub(" ", text)
+    words = " ".join(html.unescape(words).split())
+    if len(words) > PAGE_WORDS:
+        words = words[: PAGE_WORDS - 3] + "..."
+    return words or "an empty page"
+
+
+def _request_url(response: httpx.Response) -> str:
+    """The URL ``response`` answered, without its query ("" for a response built without
+    a request)."""
+    try:
+        return str(response.request.url.copy_with(query=None, fragment=None))
+    except RuntimeError:
+        return ""
+
+
+def _not_danlus(response: httpx.Response, message: str, danlus: bool, kind: str) -> str | None:
+    """What an error ``response`` whose answer is not of a danlu server says, naming the
+    request's URL and the status (None for a danlu server's own error, said as it is): a
+    body that is no danlu error (a proxy's page, another web server at a wrong path), or
+    the danlu server's 404 or 405 for a route it does not have (``Not Found``: the server
+    URL's path is wrong)."""
+    request = f"{response.request.method} {_request_url(response)}"
+    where = (
+        "check that the server URL (--url, DANLU_URL) names the danlu server, with the path "
+        "a proxy in front of it serves it under"
+    )
+    status = response.status_code
+    if not danlus:
+        answered = f"{status} {response.reason_phrase}".strip()
+        return (
+            f"{request}: answered {answered} with a page that is no danlu server's "
+            f"({page_words(message)}); {where}"
+        )
+    if status in (404, 405) and kind == "http":
+        return (
+            f"{request}: {status} {message}: the danlu server there has no such route; "
+            f"{where}, and that the server is of this version"
+        )
+    return None
+
+
 def error_from_response(response: httpx.Response) -> ApiError:
     """The :class:`ApiError` subclass for an error ``response`` (body read already): a 3xx
-    (a redirect, not followed) is an :class:`ApiError` of ``type`` ``redirect``."""
+    (a redirect, not followed) is an :class:`ApiError` of ``type`` ``redirect``. An answer
+    that is not a danlu server's error (:func:`_not_danlus`) says so with the request's URL
+    and the status; its ``message`` is still the body's text (at most 500 characters)."""
     status = response.status_code
     kind, field, message = "http", None, ""
+    danlus = True  # a danlu server's error body (or a FastAPI one's)
     try:
         body = response.json()
     except (ValueError, RecursionError):  # not JSON; or nested deeper than Python parses
@@ -291,14 +363,17 @@ def error_from_response(response: httpx.Response) -> ApiError:
             message = str(detail[0].get("msg", ""))
         else:
             message = str(detail)
+    else:
+        danlus = False
     if not message:
         message = (response.text.strip() or response.reason_phrase or "error")[:500]
     try:
         method, path = response.request.method, response.request.url.path
     except RuntimeError:  # a response built without a request
         method, path = "", ""
+    url = _request_url(response)
     if 300 <= status < 400:
-        return ApiError(status, "redirect", None, redirected(response), method, path)
+        return ApiError(status, "redirect", None, redirected(response), method, path, url=url)
     if status == 422 and kind in _UNSCHEDULABLE_TYPES:
         cls: type[ApiError] = UnschedulableRequestError
     elif status in GATEWAY_STATUSES and kind == "http":  # from_proxy: not danlu's answer
@@ -307,4 +382,7 @@ def error_from_response(response: httpx.Response) -> ApiError:
         cls = ServerError
     else:
         cls = _BY_STATUS.get(status, ApiError)
-    return cls(status, kind, field, message, method, path)
+    told = None
+    if url and status >= 400 and cls is not GatewayError:  # a proxy's 502: its own words
+        told = _not_danlus(response, message, danlus, kind)
+    return cls(status, kind, field, message, method, path, url=url, text=told)

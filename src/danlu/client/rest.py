@@ -1,44 +1,42 @@
 """The :class:`Client` of the danlu REST API (``docs/api.md``), over :class:`httpx.Client`;
 it finds a local server with :func:`~danlu.client.discovery.find_server`. Its errors are
-those of :mod:`danlu.client.errors`. Here: its requests and their retries, jobs, sweeps, logs,
-metrics, events and the followers that ride out a restart; the calls of accounts, projects,
-the cluster and webhooks are :class:`~danlu.client.account_calls.AccountCalls`'."""
+those of :mod:`danlu.client.errors`. Here: its requests and their retries, its waits, and
+the followers that ride out a restart (a log's follow, :func:`read_across_restart`); the
+calls of jobs and sweeps are :class:`~danlu.client.job_calls.JobCalls`', the reads of a
+job's events, metrics and log :class:`~danlu.client.job_records.JobRecords`', and the calls
+of accounts, projects, the cluster and webhooks
+:class:`~danlu.client.account_calls.AccountCalls`'."""
 
 from __future__ import annotations
 
 import codecs
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
 
-from danlu.client.account_calls import AccountCalls
 from danlu.client.bodies import (
     busy,
     check_offset,
     check_token,
-    clean,
     json_content,
     listed,
-    mapping_body,
-    metric_records,
     retry_after,
     seg,
-    spec_body,
 )
 from danlu.client.discovery import (
     API_PREFIX,
     DEFAULT_HOME,
     find_server,
+    loopback_pattern,
     same_server,
     server_base,
     shown_url,
 )
 from danlu.client.errors import (
-    InvalidRequestError,
     JobDict,
     NoServerError,
     ServerError,
@@ -48,17 +46,16 @@ from danlu.client.errors import (
     from_proxy,
     no_answer,
     out_of_reach,
-    parameter_not_taken,
 )
-from danlu.client.replies import header_count, malformed, next_log_offset, records, shaped
+from danlu.client.job_calls import MAX_PAGE as MAX_PAGE
+from danlu.client.job_calls import JobCalls
+from danlu.client.job_records import LOG_OFFSET_HEADER as LOG_OFFSET_HEADER
+from danlu.client.job_records import METRICS_CURSOR_HEADER as METRICS_CURSOR_HEADER
+from danlu.client.job_records import JobRecords, _decoded
 from danlu.client.waits import FINISHED_STATES as FINISHED_STATES
 from danlu.client.waits import asked_job, check_limits, check_seconds, wait_for
 from danlu.core.errors import ConfigError
-from danlu.core.paging import StalledListError, read_pages
-from danlu.core.spec import JobSpec
-from danlu.core.values import check_positive_int
 
-LOG_OFFSET_HEADER = "X-Danlu-Log-Offset"
 LOG_TRUNCATED_NOTE = b"[danlu: the log was truncated; following it from its start]\n"
 """The line a follow's stream carries where the job's log was truncated (docs/api.md): the
 bytes after it are the log's from its first byte."""
@@ -79,16 +76,17 @@ stream and opens the follow again from the last byte received (the default of
 follow timeout, an hour), so this is no bound on its silence: reopening then is what the end
 of its follow timeout does, one request more each time; without it, a half-open connection
 (a peer or NAT gone without a word) blocked a follow for ever."""
-METRICS_CURSOR_HEADER = "X-Danlu-Metrics-Cursor"
-MAX_PAGE = 1000
 
 
-class Client(AccountCalls):
+class Client(JobCalls, JobRecords):
     """The REST client. ``url`` is the server's base URL (``http://127.0.0.1:8470``, with or
     without ``/api/v1``; with a user name, password, query or fragment a
-    :class:`ConfigError`, as are proxy or CA settings httpx cannot use); ``transport``
-    replaces the network (``httpx.MockTransport``, ``httpx.ASGITransport`` for in-process
-    tests). Limits no request or wait can keep are a :class:`SpecError`
+    :class:`ConfigError`, as are proxy or CA settings httpx cannot use: requests go through
+    the environment's ``HTTP_PROXY``, ``HTTPS_PROXY`` or ``ALL_PROXY`` as ``NO_PROXY``
+    allows, but never to a server on this machine's loopback (:func:`loopback_pattern`));
+    ``token``: the API token, sent without the whitespace around it (a file's line break);
+    ``transport`` replaces the network (``httpx.MockTransport``, ``httpx.ASGITransport``
+    for in-process tests). Limits no request or wait can keep are a :class:`SpecError`
     (:func:`~danlu.client.waits.check_limits`)."""
 
     def __init__(
@@ -115,9 +113,8 @@ class Client(AccountCalls):
         before it raises :class:`ServerUnavailable`."""
         self._answered = False
         """Whether the server has answered this client once (then losing it is a restart)."""
-        self._offset_paging = False
-        """Whether the server took no ``before_id`` once: :meth:`iter_jobs` then pages by
-        ``offset`` without asking again."""
+        if isinstance(token, str):  # a token read from a file, with its line break (\r\n)
+            token = token.strip() or token  # as the CLI and the home's admin.token read it
         self.token = token
         headers = {"Accept": "application/json"}
         if token:
@@ -125,8 +122,13 @@ class Client(AccountCalls):
             headers["Authorization"] = f"Bearer {token}"
         self.url = base = server_base(url)
         try:  # httpx reads the proxy and CA settings of the environment here
+            local = loopback_pattern(base)  # never through the environment's proxy
             self._http = httpx.Client(
-                base_url=base + API_PREFIX, headers=headers, transport=transport, timeout=timeout
+                base_url=base + API_PREFIX,
+                headers=headers,
+                transport=transport,
+                timeout=timeout,
+                mounts={local: None} if local and transport is None else None,
             )
         except (httpx.InvalidURL, ValueError, OSError, ImportError) as exc:
             raise ConfigError(
@@ -230,155 +232,6 @@ class Client(AccountCalls):
 
     # -- jobs -------------------------------------------------------------------------------
 
-    def submit(self, spec: JobSpec | Mapping[str, Any]) -> JobDict:
-        """``POST /jobs``: submit a spec; returns the new Job."""
-        return self._made("POST", "/jobs", json=spec_body(spec))
-
-    def _made(self, method: str, path: str, **kwargs: Any) -> JobDict:
-        """The reply to a request that makes a job or a sweep: a JSON object with the text
-        ``id`` of what was made; without one (a proxy's or another server's JSON) a
-        :class:`ServerError` saying that the request may have been carried out. The id was
-        taken as it was: ``danlu submit --wait`` and ``danlu run`` ended in a KeyError."""
-        response = self.request(method, path, **kwargs)
-        made = dict(shaped(response, dict))
-        if not isinstance(made.get("id"), str) or not made["id"]:
-            raise malformed(response, "the reply has no text 'id' of what was made")
-        return made
-
-    def list_jobs(
-        self,
-        state: str | Sequence[str] | None = None,
-        *,
-        project: str | None = None,
-        user: str | None = None,
-        limit: int | None = None,
-        offset: int | None = None,
-        since: float | None = None,
-        name: str | None = None,
-        before_id: str | None = None,
-    ) -> list[JobDict]:
-        """``GET /jobs``: newest first; ``state`` may be one state or several; ``since``:
-        submitted then or later; ``name``: a pattern (``train-*``); ``before_id``: only the
-        jobs submitted before that one (the full id of the last job of the page before)."""
-        params = clean(
-            {
-                "state": listed(state, "state"),
-                "project": project,
-                "user": user,
-                "limit": limit,
-                "offset": offset,
-                "since": since,
-                "name": name,
-                "before_id": before_id,
-            }
-        )
-        return self._records("GET", "/jobs", params=params)
-
-    def iter_jobs(
-        self,
-        state: str | Sequence[str] | None = None,
-        *,
-        project: str | None = None,
-        user: str | None = None,
-        page: int = MAX_PAGE,
-        since: float | None = None,
-        name: str | None = None,
-    ) -> Iterator[JobDict]:
-        """Every matching job, newest first, each once, fetched ``page`` at a time: every job
-        that matches from the first page to the last is yielded, also when jobs leave the
-        ``state`` filter or are submitted meanwhile. Each page after the first asks for the
-        jobs submitted before the last one read (``before_id``), which no job submitted or
-        leaving the filter meanwhile shifts. A server that does not take ``before_id`` (one
-        of an older version: a 422 naming it as an unknown query parameter, or a page that
-        brings a job already read: the parameter ignored) is read by ``offset`` instead, each
-        page overlapping the one before (:func:`~danlu.core.paging.read_pages`), from the
-        last job already read on (the pages read before are not asked for again, nor their
-        jobs yielded again); this client then pages so from then on. A server that
-        ignores ``offset`` too (each page the first again: the reading never ended) is a
-        :class:`ServerError` saying so, once the jobs of its first page are yielded."""
-        check_positive_int("page", page)  # before a request (read_pages checks it lazily)
-        filters: dict[str, Any] = {"project": project, "user": user, "since": since, "name": name}
-        seen: set[str] = set()  # the ids yielded
-        read: list[JobDict] = []  # the jobs yielded, in order: the list's first places
-        if not self._offset_paging:
-            limit = min(page, MAX_PAGE)
-            cursor: str | None = None  # the last job read: the next page is of those before
-            while True:
-                try:
-                    batch = self.list_jobs(
-                        state, limit=limit, offset=0, before_id=cursor, **filters
-                    )
-                except InvalidRequestError as exc:
-                    if cursor is None or not parameter_not_taken(exc, "before_id"):
-                        raise
-                    break  # a server of an older version: by offset from here
-                ids = [str(job.get("id")) for job in batch]
-                if cursor is not None and not seen.isdisjoint(ids):
-                    break  # before_id ignored (a server that refuses no query): by offset
-                for job, one in zip(batch, ids, strict=True):
-                    seen.add(one)
-                    read.append(job)
-                    yield job
-                if len(batch) < limit:
-                    return
-                cursor = ids[-1]
-            self._offset_paging = True
-        for job in self._jobs_by_offset(state, page, filters, read):
-            one = str(job.get("id"))
-            if one not in seen:
-                seen.add(one)
-                yield job
-
-    def _jobs_by_offset(
-        self,
-        state: str | Sequence[str] | None,
-        page: int,
-        filters: dict[str, Any],
-        read: Sequence[JobDict] = (),
-    ) -> Iterator[JobDict]:
-        """:meth:`iter_jobs` by ``offset``, for a server that takes no ``before_id``: each
-        page overlaps the one before (:func:`~danlu.core.paging.read_pages`). ``read``: the
-        jobs already read from the list's head, in order (by ``before_id`` until the server
-        turned out not to take it): the pages that lie within them are answered from them,
-        not asked for again, so the first request is the one that overlaps their last job
-        (a job that left the list meanwhile sends it further back, as any page)."""
-        replay: Sequence[JobDict] | None = read  # None from the first request on
-
-        def fetch(offset: int, limit: int) -> list[JobDict]:
-            nonlocal replay
-            if replay is not None and offset + limit <= len(replay):
-                return list(replay[offset : offset + limit])
-            replay = None  # the server answers every page from here (the head check too)
-            return self.list_jobs(state, limit=limit, offset=offset, **filters)
-
-        try:
-            yield from read_pages(fetch, lambda job: str(job.get("id")), page, MAX_PAGE)
-        except StalledListError as exc:
-            path = API_PREFIX + "/jobs"
-            raise ServerError(
-                200,
-                "http",
-                None,
-                f"GET {path}: the server answered the same {exc.limit} jobs at offset "
-                f"{exc.offset} as at offset 0: it (or a proxy in front of it) ignores "
-                "'offset', so the jobs past its first page cannot be listed; check that the "
-                "URL names a danlu server of this version",
-                "GET",
-                path,
-            ) from None
-
-    def get_job(self, job: str) -> JobDict:
-        """``GET /jobs/{id}`` (an id or a unique prefix)."""
-        return self._object("GET", f"/jobs/{seg(job, 'job')}")
-
-    def update_job(
-        self, job: str, *, priority: int | None = None, held: bool | None = None
-    ) -> JobDict:
-        """``PATCH /jobs/{id}``: change an unfinished job's priority, hold a job or
-        release it; returns the Job."""
-        body = clean({"priority": priority, "held": held})
-        return self._object("PATCH", f"/jobs/{seg(job, 'job')}", json=body)
-
     def wait(
         self,
         jobs: str | Sequence[str],
@@ -419,109 +272,6 @@ class Client(AccountCalls):
             on_end=on_end,
             clock=time,  # this module's: tests replace it
         )
-
-    def cancel(self, job: str) -> JobDict:
-        """``POST /jobs/{id}/cancel``: returns the Job."""
-        return self._object("POST", f"/jobs/{seg(job, 'job')}/cancel")
-
-    def rerun(self, job: str) -> JobDict:
-        """``POST /jobs/{id}/rerun``: submit a finished job again; returns the new Job."""
-        return self._made("POST", f"/jobs/{seg(job, 'job')}/rerun")
-
-    def submit_sweep(self, spec: Mapping[str, Any]) -> JobDict:
-        """``POST /sweeps``: submit a sweep spec; returns the Sweep with its first trials."""
-        return self._made("POST", "/sweeps", json=mapping_body(spec, "spec"))
-
-    def sweeps(
-        self, limit: int | None = None, states: str | Sequence[str] | None = None
-    ) -> list[JobDict]:
-        """``GET /sweeps``: the caller's sweeps (an admin's: all), newest first; with
-        ``states``, only those in one of them."""
-        params = clean({"limit": limit, "state": listed(states, "states")})
-        return self._records("GET", "/sweeps", params=params)
-
-    def sweep(self, sweep: str) -> JobDict:
-        """``GET /sweeps/{id}``: one sweep with its trials and the best one."""
-        return self._object("GET", f"/sweeps/{seg(sweep, 'sweep')}")
-
-    def cancel_sweep(self, sweep: str) -> JobDict:
-        """``POST /sweeps/{id}/cancel``: cancel a sweep and its unfinished trials."""
-        return self._object("POST", f"/sweeps/{seg(sweep, 'sweep')}/cancel")
-
-    def events(
-        self, job: str, after_id: int | None = None, limit: int | None = None
-    ) -> list[dict[str, Any]]:
-        """``GET /jobs/{id}/events``: the job's state changes with their reasons."""
-        params = clean({"after_id": after_id, "limit": limit})
-        return self._records("GET", f"/jobs/{seg(job, 'job')}/events", params=params)
-
-    def feed(
-        self,
-        *,
-        since: float | None = None,
-        after_id: int | None = None,
-        project: str | None = None,
-        user: str | None = None,
-        state: str | Sequence[str] | None = None,
-        limit: int | None = None,
-        tail: bool = False,
-    ) -> list[dict[str, Any]]:
-        """``GET /events``: every job's state changes (a non-admin: their own jobs'), the
-        oldest first, from ``since`` and after event ``after_id``; ``tail``: the newest
-        ``limit`` of them."""
-        params = clean(
-            {
-                "since": since,
-                "after_id": after_id,
-                "project": project,
-                "user": user,
-                "state": listed(state, "state"),
-                "limit": limit,
-                "tail": "true" if tail else None,
-            }
-        )
-        return self._records("GET", "/events", params=params)
-
-    def why(self, job: str) -> dict[str, Any]:
-        """``GET /jobs/{id}/why``: ``{"id", "state", "reason"}``."""
-        return self._object("GET", f"/jobs/{seg(job, 'job')}/why")
-
-    def _log_reply(self, job: str, offset: int) -> httpx.Response:
-        """``GET /jobs/{id}/logs`` from byte ``offset``: one chunk of the log."""
-        params = {"offset": check_offset(offset)}
-        return self.request("GET", f"/jobs/{seg(job, 'job')}/logs", params=params)
-
-    def _log_bytes(self, job: str, offset: int) -> tuple[bytes, int]:
-        response = self._log_reply(job, offset)
-        raw = response.content
-        next_offset = header_count(response, LOG_OFFSET_HEADER)
-        return raw, offset + len(raw) if next_offset is None else next_offset
-
-    def logs(self, job: str, offset: int = 0) -> tuple[str, int]:
-        """``GET /jobs/{id}/logs``: one chunk of the log (the server sends at most 1 MiB a
-        request) from byte ``offset``, and the next offset; :meth:`read_logs` reads it all."""
-        raw, next_offset = self._log_bytes(job, offset)
-        return raw.decode("utf-8", errors="replace"), next_offset
-
-    def read_logs(self, job: str, offset: int = 0) -> Iterator[str]:
-        """The whole log from byte ``offset`` as text chunks (bytes that are not UTF-8 each
-        become U+FFFD): :meth:`read_log_bytes`, decoded."""
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        yield from _decoded(decoder, self.read_log_bytes(job, offset), final=True)
-
-    def read_log_bytes(self, job: str, offset: int = 0) -> Iterator[bytes]:
-        """The whole log from byte ``offset``, the job's bytes as they are: ``GET
-        /jobs/{id}/logs`` again from each next offset until a request brings no more. A reply
-        with bytes but no ``X-Danlu-Log-Offset`` past ``offset`` (a proxy's page answered to
-        every request) is a :class:`ServerError` saying so, its bytes not yielded: reading on
-        by their length asked for ever and yielded the page each time."""
-        while True:
-            response = self._log_reply(job, offset)
-            raw = response.content
-            if not raw:
-                return
-            offset = next_log_offset(response, LOG_OFFSET_HEADER, offset, len(raw))
-            yield raw
 
     def follow_logs(
         self, job: str, offset: int = 0, *, reconnect_delay: float = 1.0
@@ -614,83 +364,6 @@ class Client(AccountCalls):
                     return  # ended as the server's follow timeout ends it, opened again
         except httpx.HTTPError as exc:
             raise self._unavailable(exc, "GET", f"/jobs/{seg(job, 'job')}/logs") from None
-
-    def post_metrics(self, job: str, metrics: Iterable[Mapping[str, Any]]) -> int:
-        """``POST /jobs/{id}/metrics``: returns how many records were accepted. ``metrics``
-        is a list of records (one record alone, or a record that is not a mapping, is an
-        :class:`InvalidRequestError` naming it, not sent)."""
-        path = f"/jobs/{seg(job, 'job')}/metrics"
-        body = {"metrics": metric_records(metrics, "POST", path)}
-        return int(self._field("POST", path, "accepted", int, json=body))
-
-    def metrics(
-        self,
-        job: str,
-        after_step: int | None = None,
-        limit: int | None = None,
-        *,
-        tail: bool = False,
-        superseded: bool = False,
-    ) -> list[dict[str, Any]]:
-        """``GET /jobs/{id}/metrics``: records after ``after_step``, by step (the first
-        ``limit``, or with ``tail`` the last), without those a later attempt of the job went
-        back over; with ``superseded`` those too, each with its ``attempt`` and whether it
-        is ``superseded``."""
-        wanted = {
-            "after_step": after_step,
-            "limit": limit,
-            "tail": "true" if tail else None,
-            "superseded": "true" if superseded else None,
-        }
-        params = clean(wanted)
-        return self._records("GET", f"/jobs/{seg(job, 'job')}/metrics", params=params)
-
-    def metrics_page(
-        self,
-        job: str,
-        *,
-        after_id: int | None = None,
-        limit: int | None = None,
-        tail: bool = False,
-        superseded: bool = False,
-    ) -> tuple[list[dict[str, Any]], int]:
-        """``GET /jobs/{id}/metrics`` with its cursor: without ``after_id``, the records by
-        step (the first ``limit``, or with ``tail`` the last; with ``superseded`` those a
-        later attempt went back over too) and the cursor of the records stored from now on;
-        with it, every record stored after that cursor in the order they came, each with its
-        ``attempt`` and whether it is ``superseded``, and the cursor after them. Following a
-        job is ``after_id=`` the cursor each time: every record once, whatever its step."""
-        wanted = {
-            "after_id": after_id,
-            "limit": limit,
-            "tail": "true" if tail else None,
-            "superseded": "true" if superseded else None,
-        }
-        response = self.request("GET", f"/jobs/{seg(job, 'job')}/metrics", params=clean(wanted))
-        cursor = header_count(response, METRICS_CURSOR_HEADER)
-        if cursor is None:
-            raise malformed(response, f"no {METRICS_CURSOR_HEADER} header of ASCII digits")
-        return records(response), cursor
-
-
-def _decoded(
-    decoder: codecs.IncrementalDecoder,
-    chunks: Iterator[bytes],
-    received: list[int] | None = None,
-    *,
-    final: bool = False,
-) -> Iterator[str]:
-    """The text of ``chunks`` through ``decoder`` (a character cut between two chunks is
-    kept whole), adding their byte count to ``received[0]``; ``final``: then the decoder's
-    tail."""
-    for raw in chunks:
-        if received is not None:
-            received[0] += len(raw)
-        text = decoder.decode(raw)
-        if text:
-            yield text
-    if final and (tail := decoder.decode(b"", final=True)):
-        yield tail
 
 
 T = TypeVar("T")
