@@ -36,10 +36,13 @@ DANLU_URL            server URL for the CLI (overrides     unset (``DANLU_HOME/s
 DANLU_TOKEN          API token for the CLI                 unset (``DANLU_HOME/admin.token``)
 DANLU_MAX_BODY_BYTES the most bytes of a request body     ``33554432`` (32 MiB)
                      (413 past it)
+DANLU_LOG_MAX_MB     the most MiB of a local job's log;    ``1024`` (0: no cap)
+                     past it, its newest part moves to
+                     ``JOB.log.1`` and the log starts anew
 ==================== ===================================== ===================================
 
-A setting of one executor (``DANLU_RAY_ADDRESS``, ``DANLU_SLURM_*``) with another executor
-is refused at start-up (:func:`check_executor_settings`), not ignored.
+A setting of one executor (``DANLU_RAY_ADDRESS``, ``DANLU_SLURM_*``, ``DANLU_LOG_MAX_MB``)
+with another executor is refused at start-up (:func:`check_executor_settings`), not ignored.
 
 The webhook sender's proxies come from the usual ``HTTPS_PROXY``, ``HTTP_PROXY``,
 ``ALL_PROXY`` and ``NO_PROXY`` (:func:`outbound_proxies`).
@@ -101,6 +104,11 @@ _HINTS: dict[str, str] = {
         "a number of bytes from 1024 to 2**30, or a size with a unit as a job spec's "
         "(KiB, MiB, GiB binary; KB, MB, GB decimal), e.g. DANLU_MAX_BODY_BYTES=33554432 or 32MiB"
     ),
+    "log_max_mb": (
+        "a number of MiB (0: no cap, else at least 1, at most 1048576), or a size with a unit "
+        "as a job spec's (KiB, MiB, GiB binary; KB, MB, GB decimal), e.g. DANLU_LOG_MAX_MB=1024 "
+        "or 2GiB"
+    ),
     "executor": "local, slurm or ray, e.g. DANLU_EXECUTOR=slurm",
     "ray_address": "a Ray address, e.g. DANLU_RAY_ADDRESS=10.0.0.1:6379 or auto",
     "run_as": "server or user, e.g. DANLU_RUN_AS=user (jobs run as their user's OS account)",
@@ -159,6 +167,11 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 1,000 metric records of at most 16 KiB of JSON each (about 16 MiB), fits twice."""
 
 
+_MIB = 1024**2
+DEFAULT_LOG_MAX_MB = 1024.0
+"""The default cap on a local job's log, in MiB (``DANLU_LOG_MAX_MB``)."""
+
+
 _EMPTY_MEANS_SOMETHING = frozenset({"trace_modules"})
 """Settings whose empty value is not the default: ``DANLU_TRACE_MODULES=`` traces none."""
 
@@ -200,6 +213,14 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024, le=1 << 30)
     """The most bytes a request body may take: a larger one is refused with 413 before it is
     read (twice a batch of 1,000 metric records of 16 KiB)."""
+
+    log_max_mb: float = Field(default=DEFAULT_LOG_MAX_MB, ge=0, le=1 << 20, allow_inf_nan=False)
+    """The most MiB a local job's log may take: past it, at a heartbeat of the job's
+    supervisor, the log's newest part (half the cap, at most 256 MiB) moves to
+    ``JOB_ID.log.1`` and the log starts anew with a line saying so
+    (:mod:`danlu.executors.logcap`); :attr:`log_max_bytes` in bytes. 0: no cap. The local
+    executor's only (:data:`EXECUTOR_SETTINGS`): a Slurm run's log is written by
+    ``slurmstepd`` (docs/slurm.md: logrotate's ``copytruncate``)."""
 
     retention_days: float = Field(default=0.0, ge=0, le=36500, allow_inf_nan=False)
     """Days a finished job keeps its stored metrics, its logs and run records and the
@@ -316,6 +337,27 @@ class Settings(BaseSettings):
         if isinstance(value, str) and re.search(r"[A-Za-z]", value):
             return parse_bytes(value, "")
         return value
+
+    @field_validator("log_max_mb", mode="before")
+    @classmethod
+    def _log_size(cls, value: Any) -> Any:
+        """A size with a unit (``2GiB``, ``500MB``) read as :meth:`_body_size` reads one,
+        in MiB; a bare number is MiB."""
+        if isinstance(value, str) and re.search(r"[A-Za-z]", value):
+            return parse_bytes(value, "") / _MIB
+        return value
+
+    @field_validator("log_max_mb", mode="after")
+    @classmethod
+    def _log_cap(cls, value: float) -> float:
+        if 0 < value < 1:
+            raise ValueError(f"{value:g} MiB is below the least cap, 1 MiB (0: no cap)")
+        return value
+
+    @property
+    def log_max_bytes(self) -> int:
+        """:attr:`log_max_mb` in bytes (0: no cap)."""
+        return int(self.log_max_mb * _MIB)
 
     @field_validator("home", mode="before")
     @classmethod
@@ -462,6 +504,7 @@ EXECUTOR_SETTINGS: tuple[tuple[str, str, str], ...] = (
     ("slurm_sbatch_options", "slurm", "DANLU_SLURM_SBATCH_OPTIONS"),
     ("slurm_pending_limit", "slurm", "DANLU_SLURM_PENDING_LIMIT"),
     ("ray_address", "ray", "--ray-address (DANLU_RAY_ADDRESS)"),
+    ("log_max_mb", "local", "DANLU_LOG_MAX_MB"),
 )
 """The settings of one executor: (field, the executor it applies to, its flag and variable
 as errors name them)."""

@@ -78,11 +78,13 @@ LAUNCH_FIELDS: Mapping[str, records.Check] = {
     "mark": lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{16}", v) is not None,
     "boot": lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f-]{1,64}", v) is not None,
     "log_dir": lambda v: isinstance(v, str) and v.startswith("/") and "\0" not in v,
+    "log_max_bytes": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
 }
 """The local executor's launch record: the common fields, the run's ``mark``, the id of
-the host's boot it was launched in (``boot``) and the directory of the job's log when the
+the host's boot it was launched in (``boot``), the directory of the job's log when the
 launch named its own (``log_dir``, resolved): a later instance, after a restart, reads the
-log there (:meth:`~danlu.executors.rundirs.RunDirExecutor._job_log`)."""
+log there (:meth:`~danlu.executors.rundirs.RunDirExecutor._job_log`), and the cap on the
+log's size its supervisor keeps (``log_max_bytes``: :mod:`~danlu.executors.logcap`)."""
 SUPERVISOR_LOST = "supervisor lost"
 """The error of a run whose supervisor is gone without a recorded exit."""
 HOST_LOST = "supervisor lost with the host, which rebooted since the run was launched"
@@ -108,7 +110,9 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
     ``cancel_grace`` is the SIGTERM-to-SIGKILL delay of :meth:`cancel`. ``heartbeat`` is
     how often (seconds) each run's supervisor touches its sign of life
     (:data:`~danlu.executors.supervise.HEARTBEAT`): a run lost with its supervisor is charged
-    up to that much less than it ran.
+    up to that much less than it ran. ``log_max_bytes`` caps each job's log (0: no cap):
+    past it, its supervisor moves the log's newest part to ``JOB_ID.log.1`` at a heartbeat
+    and starts the log anew (:class:`~danlu.executors.logcap.LogCap`).
     """
 
     launch_fields = LAUNCH_FIELDS
@@ -126,11 +130,22 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         python: str = sys.executable,
         max_jobs_per_gpu: int = 16,
         heartbeat: float = supervise.HEARTBEAT_SECONDS,
+        log_max_bytes: int = 0,
     ) -> None:
         if isinstance(heartbeat, bool) or not (
             isinstance(heartbeat, int | float) and 0 < heartbeat < math.inf
         ):
             raise ConfigError(f"heartbeat: {heartbeat!r} is not a positive number of seconds")
+        if (
+            isinstance(log_max_bytes, bool)
+            or not isinstance(log_max_bytes, int)
+            or log_max_bytes < 0
+        ):
+            raise ConfigError(
+                f"log_max_bytes: {log_max_bytes!r} is not a size in bytes; give a whole number "
+                "of bytes, or 0 for no cap"
+            )
+        self._log_max_bytes = log_max_bytes
         self._cluster = cluster
         self._init_runs(state_dir, log_dir, cancel_grace)
         self._base_env = {k: v for k, v in (base_env or {}).items() if not k.startswith("DANLU_")}
@@ -154,6 +169,11 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
     def max_jobs_per_gpu(self) -> int:
         """The most jobs that may share one GPU (a constructor setting)."""
         return self._max_jobs_per_gpu
+
+    @property
+    def log_max_bytes(self) -> int:
+        """The cap on each job's log, in bytes (0: none; a constructor setting)."""
+        return self._log_max_bytes
 
     # -- environment --------------------------------------------------------------------------
 
@@ -269,6 +289,8 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
                 }
             record["mark"] = mark
             record["heartbeat"] = self._heartbeat
+            if self._log_max_bytes:
+                record["log_max_bytes"] = self._log_max_bytes
             if self._boot is not None:
                 record["boot"] = self._boot
             supervise.write_json(run_dir / supervise.LAUNCH, record)

@@ -340,8 +340,10 @@ class RunDirExecutor(Executor):
             self._refuse_unreadable(run_dir, job_id, "discarding it")
         self._drop(run_dir, launch)
         self._log_elsewhere.pop(job_id, None)
-        # (the name alone: a link there, in the directory or out of it, is removed itself)
-        (self._log_dir.resolve() / f"{job_id}.log").unlink(missing_ok=True)
+        # (the name alone: a link there, in the directory or out of it, is removed itself;
+        # and the older part of a capped log: danlu.executors.logcap)
+        for name in (f"{job_id}.log", f"{job_id}.log.1"):
+            (self._log_dir.resolve() / name).unlink(missing_ok=True)
 
     def _drop(self, run_dir: Path, launch: dict[str, Any] | None) -> None:
         """Forget the run in ``run_dir`` and delete its records. A link the job put in its

@@ -85,8 +85,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
-import shlex
 import shutil
 import sys
 import time
@@ -112,7 +110,6 @@ from danlu.executors.base import (
     HeldGpus,
     JobLaunch,
     MultiNodeExecutor,
-    Outcome,
     RunState,
     StopReason,
     job_environment,
@@ -128,6 +125,10 @@ from danlu.executors.errors import (
 )
 from danlu.executors.records import save_launch
 from danlu.executors.rundirs import DEFAULT_PREEMPT_GRACE, RunDirExecutor
+from danlu.executors.slurm_batch import BATCH as BATCH
+from danlu.executors.slurm_batch import TASK_SCRIPT as TASK_SCRIPT
+from danlu.executors.slurm_batch import batch_script, sbatch_options, unsent, unsubmitted
+from danlu.executors.slurm_batch import slurm_pattern as slurm_pattern
 from danlu.executors.slurm_exits import node_exits
 from danlu.executors.slurm_names import run_name
 from danlu.executors.slurm_stops import KILL_BATCH_AFTER as KILL_BATCH_AFTER
@@ -143,8 +144,6 @@ from danlu.executors.slurmctl import (
 
 log = logging.getLogger(__name__)
 
-TASK_SCRIPT = Path(slurm_task.__file__).resolve()
-BATCH = "batch.sh"
 START_TIMEOUT = 30.0
 """Seconds a launch record may stand without a Slurm job id before the run counts as lost
 (another instance may be submitting it)."""
@@ -154,8 +153,6 @@ gives it up (cancels it; it ends as a failed launch): danlu chose its nodes as f
 Slurm should start it within a scheduling cycle or two. A run held, or requeued after it
 ran, has as long from when it was first seen so (:mod:`~danlu.executors.slurm_waiting`)."""
 _PRIVATE_PREFIXES = ("SLURM_", "SBATCH_", "SRUN_", "SALLOC_")
-_UNSENT = re.compile(r"connect failure|Connection refused", re.IGNORECASE)
-"""What ``sbatch`` says when it could not reach the controller at all (nothing was sent)."""
 
 
 def _launch_fields() -> dict[str, records.Check]:
@@ -374,41 +371,25 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             "master_port": master_port(job),
         }
         supervise.write_json(run_dir / slurm_task.TASK, task)
-        count = max(1, len(names))
-        srun = shlex.quote(self._commands.program("srun"))
-        script = (
-            "#!/bin/sh\n"
-            f"exec {srun} --kill-on-bad-exit=1 --nodes={count} --ntasks={count} "
-            f"--ntasks-per-node=1 --export=ALL {shlex.quote(self._python)} -I "
-            f"{shlex.quote(str(TASK_SCRIPT))} {shlex.quote(str(run_dir))}\n"
-        )
+        srun = self._commands.program("srun")
+        script = batch_script(srun, self._python, run_dir, max(1, len(names)))
         # the run directory is the job's to write: a link put at batch.sh is replaced, never
         # written through (write_file), and sbatch reads the script it is given, not the file
         supervise.write_file(run_dir / BATCH, script, 0o700)
         record = self._launch_record(job, log_path, offset)
         record["nodes"] = names
         supervise.write_json(run_dir / supervise.LAUNCH, record)
-        options = [  # the admin's first: sbatch lets a later option win, and the run's must
-            *self._sbatch_options,
-            f"--job-name={run_name(job.job_id, job.run_attempt)}",
-            f"--nodes={count}",
-            "--ntasks-per-node=1",
-            "--oversubscribe",
-            "--no-requeue",
-            "--export=DANLU_TOKEN" if token is not None else "--export=NONE",
-            f"--output={slurm_pattern(str(log_path))}",  # --chdir is no pattern
-            "--open-mode=append",
-            f"--chdir={workdir}",
-            *([f"--partition={self._partition}"] if self._partition else []),
-            *([f"--nodelist={','.join(names)}"] if names else []),
-        ]
+        name = run_name(job.job_id, job.run_attempt)
+        options = sbatch_options(
+            self._sbatch_options, name, names, log_path, workdir, self._partition, token is not None
+        )
         try:
             submission = self._commands.env or {}
             if token is not None:
                 submission["DANLU_TOKEN"] = token
             slurm_id = self._commands.sbatch(options, script, submission)
         except SlurmUnavailableError as exc:
-            if _unsent(exc):
+            if unsent(exc):
                 shutil.rmtree(run_dir, ignore_errors=True)
                 raise
             return self._unconfirmed(job, run_dir, record, exc)
@@ -588,7 +569,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             since = launch.get("sbatch_failed_at", launch["launched_at"])
             if self._clock() - since < START_TIMEOUT:
                 return ExecStatus(RunState.RUNNING, stop_reason=reason)
-            return self._record(run_dir, _unsubmitted(launch, reason), reason)
+            return self._record(run_dir, unsubmitted(launch, reason), reason)
         if state is not None and state.running:
             pending = slurm_waiting.waiting(state)  # not running: PENDING, or held
             started = slurm_exits.note_start(launch, state)  # before note_wait ends the wait
@@ -700,41 +681,6 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             slurm_stops.term_due(run_dir, launch)
             if state.state != slurm_stops.SUSPENDED:  # else sent at the polls (refused now)
                 slurm_stops.send_term(self._commands, run_dir, launch, slurm_id, now)
-
-
-def slurm_pattern(path: str) -> str:
-    """``path`` as a Slurm filename pattern (``--output``, ``--error``) that names it:
-    ``%`` doubled (``%j`` would be the job id). Raises :class:`ExecutorError` for a path
-    with a backslash: Slurm drops every backslash of a pattern that has one (and expands
-    nothing then), so no pattern names it."""
-    if "\\" in path:
-        raise ExecutorError(
-            f"{path!r} has a backslash, which Slurm drops from --output paths; "
-            "use a danlu home without one"
-        )
-    return path.replace("%", "%%")
-
-
-def _unsent(exc: SlurmError) -> bool:
-    """Whether the failed ``sbatch`` of ``exc`` surely submitted nothing: it could not be
-    started, or it could not connect to the controller (a timeout leaves it unknown)."""
-    return isinstance(exc.__cause__, OSError) or bool(_UNSENT.search(str(exc)))
-
-
-def _unsubmitted(launch: Mapping[str, Any], reason: StopReason | None) -> dict[str, Any]:
-    """The result of a run Slurm never listed: the control plane stopped before its
-    ``sbatch``, a failed launch; or its ``sbatch`` timed out and Slurm did not take it
-    (:meth:`SlurmExecutor._unconfirmed`), no fault of the job's: re-queued as a preemption
-    is, but when it was being cancelled."""
-    if "sbatch_failed_at" not in launch:
-        return {"outcome": Outcome.FAILED.value, "error": "never reached Slurm"}
-    requeued = reason is not StopReason.CANCEL
-    return {
-        "outcome": (Outcome.PREEMPTED if requeued else Outcome.FAILED).value,
-        "error": f"{launch.get('sbatch_error', 'sbatch failed')}; Slurm never listed job "
-        f"{run_name(launch['job_id'], launch['attempt'])}: it was not submitted"
-        + ("; re-queued" if requeued else ""),
-    }
 
 
 def _state_message(slurm_id: int, state: SlurmJob) -> str:

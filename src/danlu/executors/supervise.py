@@ -62,10 +62,10 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType, ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 
 def sibling(name: str) -> ModuleType:
@@ -82,9 +82,10 @@ def sibling(name: str) -> ModuleType:
 
 
 if TYPE_CHECKING or __package__:  # imported as danlu.executors.supervise
-    from danlu.executors import procs
+    from danlu.executors import logcap, procs
 else:  # run as a script (python -I), or loaded by its path (the guards): no package
     procs = sibling("procs")
+    logcap = sibling("logcap")
 
 # The process helpers, split out to procs.py, under their names here too (their callers')
 proc_start_time = procs.proc_start_time
@@ -136,8 +137,18 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def write_file(path: Path, text: str, mode: int = 0o600) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically (temporary file, fsync, rename), with
-    ``mode`` exactly (whatever the umask).
+    """Write ``text`` (UTF-8) to ``path`` atomically (:func:`atomic_file`), with ``mode``
+    exactly (whatever the umask)."""
+    with atomic_file(path, mode) as f:
+        f.write(text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def atomic_file(path: Path, mode: int = 0o600, sync: bool = True) -> Iterator[BinaryIO]:
+    """A new file, open for the block to write, that replaces ``path`` once the block ends
+    (flushed, fsync'ed unless not ``sync``, renamed there), with ``mode`` exactly (whatever
+    the umask); an exception in the block (a full disk) leaves ``path`` as it was and no
+    temporary file.
 
     The run's directory is the job's to write (a Slurm job's is on the shared filesystem,
     the job run as the control plane's user): the temporary file is made anew, under a name
@@ -149,11 +160,12 @@ def write_file(path: Path, text: str, mode: int = 0o600) -> None:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(tmp, flags, mode)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "wb") as f:
             os.fchmod(fd, mode)  # the descriptor's file: no name to follow
-            f.write(text)
+            yield f
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:  # a full disk: no half-written temporary file left behind
         with contextlib.suppress(OSError):
@@ -243,18 +255,23 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 class Heartbeat:
     """The run's sign of life: :data:`HEARTBEAT` in the run directory, touched by
-    :meth:`beat` (a failure, such as a full disk, is ignored: the sign is then older)."""
+    :meth:`beat` (a failure, such as a full disk, is ignored: the sign is then older); each
+    beat checks the job's log against its cap too (``log_cap``:
+    :class:`~danlu.executors.logcap.LogCap`)."""
 
-    def __init__(self, path: Path, every: float) -> None:
+    def __init__(self, path: Path, every: float, log_cap: logcap.LogCap | None = None) -> None:
         self.path = path
         self.every = every
+        self.log_cap = log_cap
         self._last = -math.inf
 
     def beat(self) -> None:
-        """Touch the file now."""
+        """Touch the file now (and cap the log)."""
         self._last = time.monotonic()
         with contextlib.suppress(OSError):
             self.path.touch(mode=0o600)
+        if self.log_cap is not None:
+            self.log_cap.check()
 
     def beat_if_due(self) -> float:
         """Touch the file if the last touch is ``every`` seconds old; the seconds until the
@@ -490,7 +507,8 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
         _warn(f"danlu supervisor: cannot mark the stops handled: {exc}")
     if (run_dir / STOP).exists():  # a stop recorded before the handlers were there
         on_stop(signal.SIGTERM, None)
-    heartbeat = Heartbeat(run_dir / HEARTBEAT, heartbeat_seconds(spec))
+    log_cap = logcap.LogCap.of(spec, lambda path: atomic_file(path, sync=False))
+    heartbeat = Heartbeat(run_dir / HEARTBEAT, heartbeat_seconds(spec), log_cap)
     heartbeat.beat()
     started = time.time()
     account: dict[str, Any] = spec.get("user") or {}
@@ -516,7 +534,7 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
         )
     except (OSError, ValueError, TypeError, subprocess.SubprocessError) as exc:
         # an account record Popen refuses, a workdir the account cannot enter
-        print(f"danlu: cannot start {spec['command'][0]!r}: {exc}", file=sys.stderr, flush=True)
+        _warn(f"danlu: cannot start {spec['command'][0]!r}: {exc}")  # (the log may be full)
         _record_unstarted(run_dir, str(exc))
         return 0
     me = os.getpid()

@@ -449,6 +449,7 @@ def build_executor(settings: Settings, inventory: Inventory, api_url: str | None
         base_env=job_base_env(),
         api_url=api_url,
         devices=inventory.device_map(),
+        log_max_bytes=settings.log_max_bytes,
     )
 
 

@@ -1,0 +1,110 @@
+"""What a run of the Slurm executor is submitted as (:class:`~danlu.executors.slurm.SlurmExecutor`):
+its batch script (``srun`` of the per-node task, :mod:`~danlu.executors.slurm_task`), the
+``sbatch`` options that place it and name its log, and what a failed ``sbatch`` says of
+whether anything reached Slurm.
+
+The log is written by Slurm (``slurmstepd``, ``--output`` with ``--open-mode=append``), not
+through danlu: the local executor's log cap (``DANLU_LOG_MAX_MB``) does not apply, and a
+Slurm run's log is bounded with the cluster's own means (logrotate's ``copytruncate``,
+docs/slurm.md), which danlu's readers follow (:func:`~danlu.executors.records.log_tail`
+reads a log truncated meanwhile).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from danlu.executors import slurm_task
+from danlu.executors.base import Outcome, StopReason
+from danlu.executors.errors import ExecutorError
+from danlu.executors.slurm_names import run_name
+from danlu.executors.slurmctl import SlurmError
+
+TASK_SCRIPT = Path(slurm_task.__file__).resolve()
+"""The per-node task each run's ``srun`` starts on its nodes."""
+BATCH = "batch.sh"
+"""The batch script's name in the run directory."""
+_UNSENT = re.compile(r"connect failure|Connection refused", re.IGNORECASE)
+"""What ``sbatch`` says when it could not reach the controller at all (nothing was sent)."""
+
+
+def batch_script(srun: str, python: str, run_dir: Path, nodes: int) -> str:
+    """The batch script of the run recorded in ``run_dir``: ``srun`` (the program's path)
+    starting the per-node task (:data:`TASK_SCRIPT`, run by ``python -I``) once on each of
+    its ``nodes`` nodes, ending the run on every node when one node's task fails."""
+    return (
+        "#!/bin/sh\n"
+        f"exec {shlex.quote(srun)} --kill-on-bad-exit=1 --nodes={nodes} --ntasks={nodes} "
+        f"--ntasks-per-node=1 --export=ALL {shlex.quote(python)} -I "
+        f"{shlex.quote(str(TASK_SCRIPT))} {shlex.quote(str(run_dir))}\n"
+    )
+
+
+def sbatch_options(
+    admin: Sequence[str],
+    name: str,
+    names: Sequence[str],
+    log_path: Path,
+    workdir: str,
+    partition: str | None,
+    token: bool,
+) -> list[str]:
+    """The ``sbatch`` options of a run named ``name`` on nodes ``names``: the ``admin``'s
+    first (``DANLU_SLURM_SBATCH_OPTIONS``: sbatch lets a later option win, and the run's
+    must), its output appended to ``log_path``, started in ``workdir``, in ``partition``
+    (None: Slurm's default one), exporting the job's token alone when it has one
+    (``token``), else nothing."""
+    count = max(1, len(names))
+    return [
+        *admin,
+        f"--job-name={name}",
+        f"--nodes={count}",
+        "--ntasks-per-node=1",
+        "--oversubscribe",
+        "--no-requeue",
+        "--export=DANLU_TOKEN" if token else "--export=NONE",
+        f"--output={slurm_pattern(str(log_path))}",  # --chdir is no pattern
+        "--open-mode=append",
+        f"--chdir={workdir}",
+        *([f"--partition={partition}"] if partition else []),
+        *([f"--nodelist={','.join(names)}"] if names else []),
+    ]
+
+
+def slurm_pattern(path: str) -> str:
+    """``path`` as a Slurm filename pattern (``--output``, ``--error``) that names it:
+    ``%`` doubled (``%j`` would be the job id). Raises :class:`ExecutorError` for a path
+    with a backslash: Slurm drops every backslash of a pattern that has one (and expands
+    nothing then), so no pattern names it."""
+    if "\\" in path:
+        raise ExecutorError(
+            f"{path!r} has a backslash, which Slurm drops from --output paths; "
+            "use a danlu home without one"
+        )
+    return path.replace("%", "%%")
+
+
+def unsent(exc: SlurmError) -> bool:
+    """Whether the failed ``sbatch`` of ``exc`` surely submitted nothing: it could not be
+    started, or it could not connect to the controller (a timeout leaves it unknown)."""
+    return isinstance(exc.__cause__, OSError) or bool(_UNSENT.search(str(exc)))
+
+
+def unsubmitted(launch: Mapping[str, Any], reason: StopReason | None) -> dict[str, Any]:
+    """The result of a run Slurm never listed: the control plane stopped before its
+    ``sbatch``, a failed launch; or its ``sbatch`` timed out and Slurm did not take it
+    (:meth:`~danlu.executors.slurm.SlurmExecutor._unconfirmed`), no fault of the job's:
+    re-queued as a preemption is, but when it was being cancelled."""
+    if "sbatch_failed_at" not in launch:
+        return {"outcome": Outcome.FAILED.value, "error": "never reached Slurm"}
+    requeued = reason is not StopReason.CANCEL
+    return {
+        "outcome": (Outcome.PREEMPTED if requeued else Outcome.FAILED).value,
+        "error": f"{launch.get('sbatch_error', 'sbatch failed')}; Slurm never listed job "
+        f"{run_name(launch['job_id'], launch['attempt'])}: it was not submitted"
+        + ("; re-queued" if requeued else ""),
+    }
