@@ -33,7 +33,7 @@ def test_ranges_read_as_slurm_writes_them(
     [
         ("", "not an index range"),
         ("a-b", "not an index range"),
-        ("-1", "not an index range"),
+        ("-1", "has an index below 0"),
         ("5-1", "runs backwards"),
         ("0-9:0", "step of 0"),
         ("0-9%0", "%0 is not a number"),

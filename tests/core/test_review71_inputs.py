@@ -45,7 +45,7 @@ def test_an_array_that_is_not_text_is_refused_naming_the_field(value: Any) -> No
 def test_an_array_of_one_whole_number_is_that_index() -> None:
     # a spec's ``array: 7``, which YAML reads as a number
     assert parse_array(7) == ArrayRange((7,), 1)
-    with pytest.raises(SpecError, match="not an index range"):
+    with pytest.raises(SpecError, match="index -1 is below 0"):
         parse_array(-1)
 
 

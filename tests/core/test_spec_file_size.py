@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from danlu.core import spec as spec_module
+from danlu.core import spec_file as spec_module
 from danlu.core.errors import SpecError
 from danlu.core.spec import load_spec_data
 

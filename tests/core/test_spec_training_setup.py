@@ -73,8 +73,8 @@ def test_checkpointing_takes_true_as_yaml_and_pydantic_write_it(value: Any) -> N
         ("optimizer", "Optimizer", "the base class of the optimizers"),
         ("optimizer", 3, "3 was read as a number, not text: quote it"),
         ("activation_checkpointing", "maybe", "'maybe' is not true or false"),
-        ("activation_checkpointing", 1, "a number (1) is not true or false"),
-        ("activation_checkpointing", None, "null is not true or false"),
+        ("activation_checkpointing", 2, "2 is not true or false: write true or false"),
+        ("activation_checkpointing", None, "is null"),
     ],
 )
 def test_a_bad_setup_is_refused_naming_the_field_and_the_values(

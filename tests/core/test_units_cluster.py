@@ -76,10 +76,11 @@ def test_format_bytes() -> None:
 
 
 def test_format_bytes_picks_the_unit_of_the_rounded_value() -> None:
-    # 1023.99 KiB prints as 1024.0 at one decimal: that is the next unit's 1.0
-    assert format_bytes(1023.99 * 1024) == "1.0MiB"
-    assert format_bytes(1023.96 * GiB) == "1.0TiB"
-    assert format_bytes(-1023.99 * MiB) == "-1.0GiB"
+    # 1023.99 KiB prints as 1024.0 at one decimal: that is the next unit's 1.00 (three
+    # significant digits: no text of three decimals reads back as those bytes)
+    assert format_bytes(1023.99 * 1024) == "1.00MiB"
+    assert format_bytes(1023.96 * GiB) == "1.00TiB"
+    assert format_bytes(-1023.99 * MiB) == "-1.00GiB"
     assert format_bytes(1023.94 * 1024) == "1023.9KiB"
     assert format_bytes(1023.99) == "1023B"  # whole bytes are not rounded up
 

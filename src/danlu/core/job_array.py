@@ -23,6 +23,7 @@ from typing import Any
 from danlu.core.errors import SpecError
 from danlu.core.spec_text import yaml_kind
 from danlu.core.sweep import ARRAY_PARAMETER, MAX_PARALLEL, MAX_VALUES
+from danlu.core.values import show_number
 
 MAX_ARRAY_INDEX = 10_000_000
 """The largest index a task may have."""
@@ -48,8 +49,9 @@ def parse_array(text: str | int, field: str = "array") -> ArrayRange:
     anything else that is not text (``array: [1, 2]``, ``array: true``) is refused."""
     fix = "write e.g. 0-99, 1-99:2, 1,3,8 or 0-99%8"
     if isinstance(text, int) and not isinstance(text, bool):
-        if abs(text) > MAX_ARRAY_INDEX:  # and no str() of one past 4,300 digits (ValueError)
-            raise SpecError(field, f"an index lies within 0..{MAX_ARRAY_INDEX:,}")
+        wrong = index_out_of_range(text)  # and no str() of one past 4,300 digits
+        if wrong is not None:
+            raise SpecError(field, wrong)
         text = str(text)
     if not isinstance(text, str):
         raise SpecError(
@@ -61,6 +63,12 @@ def parse_array(text: str | int, field: str = "array") -> ArrayRange:
     indices: set[int] = set()
     for part in body.split(","):
         match = _PART.match(part.strip())
+        if match is None and _PART.match(part.strip().removeprefix("-")):  # -3, -1-5
+            raise SpecError(
+                field,
+                f"{part.strip()!r} has an index below 0: an index lies within "
+                f"0..{MAX_ARRAY_INDEX:,}",
+            )
         if match is None:
             raise SpecError(field, f"{text!r} is not an index range; {fix}")
         first = _number(match.group(1))
@@ -88,6 +96,17 @@ def parse_array(text: str | int, field: str = "array") -> ArrayRange:
             )
         parallel = _number(limit)
     return ArrayRange(unique, min(parallel, len(unique), MAX_PARALLEL))
+
+
+def index_out_of_range(index: int) -> str | None:
+    """Why ``index`` can be no task's index (below 0: ``DANLU_ARRAY_INDEX`` is never
+    negative; above :data:`MAX_ARRAY_INDEX`), or None when it can: the one message of a
+    range's number and of a sweep body's ``index`` values
+    (:func:`danlu.core.sweep.parse_sweep`)."""
+    if 0 <= index <= MAX_ARRAY_INDEX:
+        return None
+    where = "is below 0" if index < 0 else "is too large"
+    return f"index {show_number(index)} {where}: an index lies within 0..{MAX_ARRAY_INDEX:,}"
 
 
 def _number(digits: str) -> int:

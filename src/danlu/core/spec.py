@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import datetime
 import math
-import os
 import re
-import stat
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -41,6 +39,12 @@ from danlu.core.spec_errors import NULL_VALUE as _NULL_VALUE
 from danlu.core.spec_errors import name_error as name_error
 from danlu.core.spec_errors import spec_error as spec_error
 from danlu.core.spec_errors import valid_name as valid_name
+from danlu.core.spec_file import MAX_SPEC_FILE as MAX_SPEC_FILE
+from danlu.core.spec_file import load_spec_data as load_spec_data
+from danlu.core.spec_file import read_spec_text as read_spec_text
+from danlu.core.spec_file import refuse_named_pipe as refuse_named_pipe
+from danlu.core.spec_file import spec_file_data as spec_file_data
+from danlu.core.spec_hints import choice_hint
 from danlu.core.spec_limits import FILE_URL as FILE_URL
 from danlu.core.spec_limits import MAX_BATCH as MAX_BATCH
 from danlu.core.spec_limits import MAX_CPUS as MAX_CPUS
@@ -113,6 +117,31 @@ def no_boolean(value: Any) -> Any:
             f"expected a number, got a boolean ({str(value).lower()}; YAML reads yes, no, on "
             "and off as booleans too); write a number"
         )
+    return value
+
+
+_TRUE_TEXT = frozenset({"true", "yes", "on", "t", "y", "1"})
+_FALSE_TEXT = frozenset({"false", "no", "off", "f", "n", "0"})
+"""Text a boolean field takes as true or false: YAML's and pydantic's words, and 1 and 0."""
+
+
+def true_or_false(value: Any) -> Any:
+    """The one rule of every boolean field of a spec (``shell``, ``preemptible``,
+    ``training.activation_checkpointing``, a sweep's ``array``), a before-validator: a
+    boolean; the number 1 or 0; or text, in any case and with blanks around it, of
+    :data:`_TRUE_TEXT` or :data:`_FALSE_TEXT` (``yes``, ``Off``, ``'1'``). Anything else is
+    left to pydantic's boolean check, whose error :func:`spec_error` says in the spec's
+    words (``'maybe' is not true or false: write true or false``; null as every field's
+    null). ``activation_checkpointing`` refused the 1 and 0 the others took; the others
+    refused blanks around the text it took."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return value == 1
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in _TRUE_TEXT or text in _FALSE_TEXT:
+            return text in _TRUE_TEXT
     return value
 
 
@@ -321,10 +350,6 @@ class Resources(_Strict):
         return [value] if isinstance(value, str) else value
 
 
-_BOOLEAN_TEXT = frozenset({"true", "false", "yes", "no", "on", "off", "t", "f", "y", "n"})
-"""Text a boolean field takes as true or false (pydantic's words, numbers left out)."""
-
-
 class TrainingHints(_Strict):
     """Optional hints that let the scheduler choose batch size and estimate memory."""
 
@@ -376,16 +401,7 @@ class TrainingHints(_Strict):
             value = str(value)  # YAML reads precision: 16 as a number
         return precision_name(value, "")
 
-    @field_validator("activation_checkpointing", mode="before")
-    @classmethod
-    def _checkpointing(cls, value: Any, info: ValidationInfo) -> Any:
-        text = value.strip().lower() if isinstance(value, str) else None
-        if isinstance(value, bool) or text in _BOOLEAN_TEXT:
-            return value if text is None else text
-        raise ValueError(
-            f"{given_words(value)} is not true or false: write {info.field_name}: true "
-            "(activations recomputed in the backward pass) or false (the default)"
-        )
+    _checkpointing = field_validator("activation_checkpointing", mode="before")(true_or_false)
 
     @field_validator("optimizer", mode="before")
     @classmethod
@@ -395,12 +411,22 @@ class TrainingHints(_Strict):
     @field_validator("family")
     @classmethod
     def _family(cls, value: str | None) -> str | None:
-        if value is not None and value != AUTO_FAMILY and value not in MODEL_FAMILIES:
-            raise ValueError(
-                f"unknown model family {value!r}; use one of {', '.join(MODEL_FAMILIES)}, "
-                f"{AUTO_FAMILY!r} (inferred from training.model), or leave it out"
-            )
-        return value
+        """A family in any case, blanks around it dropped, stored as
+        :data:`MODEL_FAMILIES` and :data:`AUTO_FAMILY` write it (``Transformer`` and
+        ``Auto`` were refused, while ``precision``, ``optimizer`` and ``gpu_memory: Auto``
+        take any case); a name of none says the one meant where it is spelt nearly so."""
+        if value is None:
+            return None
+        name = value.strip().lower()
+        if name == AUTO_FAMILY or name in MODEL_FAMILIES:
+            return name
+        meant = choice_hint(value, [*MODEL_FAMILIES, AUTO_FAMILY])
+        raise ValueError(
+            f"unknown model family {value!r}"
+            + (f" (did you mean {meant}?)" if meant is not None else "")
+            + f"; use one of {', '.join(MODEL_FAMILIES)}, "
+            f"{AUTO_FAMILY!r} (inferred from training.model), or leave it out"
+        )
 
 
 MAX_DEPENDENCIES = 100
@@ -506,6 +532,7 @@ class JobSpec(_Strict):
     with the ids of the steps before it."""
 
     _priority = field_validator("priority", mode="before")(_within("priority"))
+    _booleans = field_validator("shell", "preemptible", mode="before")(true_or_false)
     _restarts = field_validator("max_restarts", mode="before")(_within("max_restarts"))
     _durations = field_validator("deadline", "time_limit", "preempt_grace", mode="before")(
         _optional_duration
@@ -663,85 +690,6 @@ _EMPTY_FIX = (
 def load_spec(path: str | Path) -> JobSpec:
     """Load a job spec from a YAML or JSON file."""
     return parse_spec(load_spec_data(path))
-
-
-MAX_SPEC_FILE = 16 * 1024 * 1024
-"""The most bytes a job or sweep spec file may hold (its command and env take at most
-:data:`MAX_EXEC_TOTAL`; the control plane takes a request of 32 MiB): a larger one, or an
-endless one such as ``/dev/zero``, is refused after that much is read (it was read whole:
-a MemoryError)."""
-
-
-def refuse_named_pipe(
-    path: str | os.PathLike[str],
-    field: str = "path",
-    fix: str = "give the spec file (YAML or JSON)",
-) -> None:
-    """A :class:`SpecError` naming ``field`` when ``path`` names a named pipe (``mkfifo``)
-    itself: opening one to read waits for a writer, with no writer for ever (``fix``: what
-    to give instead). A pipe handed over open (``/dev/stdin``, the ``/dev/fd/63`` of a
-    shell's ``<(...)``) is a link to it, not the pipe by name (``lstat``): not refused. A
-    path that cannot be looked at is left to its reading to explain."""
-    try:
-        named = os.lstat(path)
-    except (OSError, ValueError):  # ValueError: a NUL in the path, left to the reading
-        return
-    if stat.S_ISFIFO(named.st_mode):
-        raise SpecError(
-            field,
-            f"{os.fspath(path)!r} is a named pipe, not a file: reading it waits for a writer, "
-            f"maybe for ever; {fix}, or pipe the text in and give /dev/stdin",
-        )
-
-
-def load_spec_data(
-    path: str | Path,
-    field: str = "path",
-    fix: str = "give the spec file (YAML or JSON)",
-    kind: str = "job spec",
-) -> Any:
-    """The data of a job spec file (a ``kind`` of spec file: ``sweep spec``), not yet
-    validated: :func:`read_spec_text`, then :func:`spec_file_data`."""
-    return spec_file_data(read_spec_text(path, field, fix, kind), path)
-
-
-def spec_file_data(text: str, path: str | Path) -> Any:
-    """The data of the ``text`` of the spec file ``path``: YAML, or JSON for a ``.json``
-    file; an empty file is an empty mapping."""
-    data = parse_text(text, Path(path).suffix.lower() == ".json")
-    return {} if data is None else data
-
-
-def read_spec_text(
-    path: str | Path,
-    field: str = "path",
-    fix: str = "give the spec file (YAML or JSON)",
-    kind: str = "job spec",
-) -> str:
-    """The text of the ``kind`` of spec file (``job spec``, ``sweep spec``) at ``path``.
-    Errors are :class:`SpecError`, each naming the file once (a file of more than
-    :data:`MAX_SPEC_FILE` bytes too; a ``path`` that is no path, None say, names ``path``:
-    it was a bare TypeError; a named pipe by name names ``field``, with ``fix``,
-    :func:`refuse_named_pipe`: it blocked for ever)."""
-    if not isinstance(path, str | os.PathLike):
-        raise SpecError("path", f"must be the path of a spec file (got {quoted(path)})")
-    refuse_named_pipe(path, field, fix)
-    p = Path(path)
-    try:
-        with p.open("rb") as file:
-            raw = file.read(MAX_SPEC_FILE + 1)
-        if len(raw) > MAX_SPEC_FILE:
-            raise SpecError(
-                "",
-                f"{kind} {p} is larger than {MAX_SPEC_FILE // (1024 * 1024)} MiB; a spec "
-                "names its data, it does not hold it: pass large data in a file",
-            )
-        text = raw.decode("utf-8-sig")  # a BOM, as Windows editors write, is no text
-    except OSError as exc:
-        raise SpecError("", f"cannot read {kind} {p}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise SpecError("", f"{kind} {p} is not UTF-8 text ({exc}); save it as UTF-8") from None
-    return text.replace("\r\n", "\n").replace("\r", "\n")  # as a text-mode read gives
 
 
 def loads_spec(text: str, is_json: bool = False) -> JobSpec:

@@ -61,6 +61,7 @@ from danlu.core.spec import (
     no_boolean,
     parse_spec,
     spec_error,
+    true_or_false,
     valid_name,
 )
 from danlu.core.spec_text import given_words
@@ -266,6 +267,7 @@ class SweepSpec(_Strict):
     """A job array: one parameter, ``index``, a ``values`` list of whole numbers searched by
     ``grid``; each trial also gets ``DANLU_ARRAY_INDEX``."""
     _numbers = field_validator("trials", "startup_trials", "parallel", mode="before")(_count())
+    _array = field_validator("array", mode="before")(true_or_false)
 
     @field_validator("seed", mode="before")
     @classmethod
@@ -488,17 +490,15 @@ def _check_array(spec: SweepSpec) -> None:
     index once, within ``0..MAX_ARRAY_INDEX`` (a task's ``DANLU_ARRAY_INDEX``:
     ``JobEnv.array_index`` refuses a negative one), and no metric (its tasks are not
     compared). Checked at submission only: a stored sweep's spec is read as it was taken."""
-    from danlu.core.job_array import MAX_ARRAY_INDEX  # it imports this module
+    from danlu.core.job_array import index_out_of_range  # it imports this module
 
     field = f"parameters.{ARRAY_PARAMETER}.values"
     seen: set[int] = set()
     for value in spec.parameters[ARRAY_PARAMETER].values or ():
         index = int(value)
-        if not 0 <= index <= MAX_ARRAY_INDEX:
-            where = "is below 0" if index < 0 else "is too large"
-            raise SpecError(
-                field, f"index {index} {where}: an index lies within 0..{MAX_ARRAY_INDEX:,}"
-            )
+        wrong = index_out_of_range(index)
+        if wrong is not None:
+            raise SpecError(field, wrong)
         if index in seen:
             raise SpecError(field, f"index {index} is listed twice; list each index once")
         seen.add(index)

@@ -12,6 +12,7 @@ import math
 import re
 from datetime import UTC, datetime, timedelta
 from datetime import time as dt_time
+from decimal import Decimal
 from typing import NamedTuple, NoReturn
 
 from danlu.core.errors import SpecError
@@ -131,9 +132,16 @@ def _magnitude(number: int) -> str:
 
 
 def format_bytes(n: int | float) -> str:
-    """Format a byte count with a binary unit, e.g. ``80.0GiB``.
+    """Format a byte count with a binary unit, e.g. ``80.0GiB``, ``1.25TiB``.
 
-    The unit is chosen by the value as printed: ``1023.99 KiB`` shows as ``1.0MiB``, never
+    The number is the shortest of one to three decimals that is the size exactly
+    (``1280GiB`` is ``1.25TiB``, ``1152GiB`` ``1.125TiB``, ``80GiB`` ``80.0GiB``); any other
+    size (a measurement, a size written with a fraction of a byte dropped) shows three
+    significant digits, at least one decimal (``1.04GiB``, ``79.2GiB``, ``123.4GiB``): never
+    fewer decimals than before, and below 10 of a unit never a tenth of it rounded away (one
+    decimal made ``1280GiB`` ``1.2TiB``).
+
+    The unit is chosen by the value as printed: ``1023.99 KiB`` shows as ``1.00MiB``, never
     ``1024.0KiB``. A size past any machine's (more than :data:`MAX_BYTES`, from a float
     measurement) shows by its magnitude in TiB (``9.09e+295TiB`` for ``1e308``, not 300
     digits); NaN and the infinities as ``nan``, ``inf`` and ``-inf``."""
@@ -144,12 +152,31 @@ def format_bytes(n: int | float) -> str:
         return str(size)
     if abs(size) < 1024:
         return f"{int(size)}B"
-    for unit in ("KiB", "MiB", "GiB"):
-        size /= 1024
-        if abs(round(size, 1)) < 1024:
-            return f"{size:.1f}{unit}"
-    tib = size / 1024
-    return f"{tib:.1f}TiB" if abs(tib) * 1024**4 <= MAX_BYTES else f"{tib:.3g}TiB"
+    if abs(size) > MAX_BYTES:  # a float measurement beyond any machine
+        return f"{size / 1024**4:.3g}TiB"
+    sign = "-" if size < 0 else ""
+    exact = int(abs(size)) if size.is_integer() else None  # whole bytes may show exactly
+    for unit, scale in _BINARY_UNITS:
+        shown = _shown_in_unit(abs(size) / scale, scale, exact)
+        if unit == "TiB" or float(shown) < 1024:
+            return f"{sign}{shown}{unit}"
+    raise AssertionError("unreachable: TiB is the last unit")  # pragma: no cover
+
+
+_BINARY_UNITS = (("KiB", 1024), ("MiB", 1024**2), ("GiB", 1024**3), ("TiB", 1024**4))
+"""The units :func:`format_bytes` shows a size in, smallest first."""
+
+
+def _shown_in_unit(value: float, scale: int, exact: int | None) -> str:
+    """``value`` (in units of ``scale`` bytes) as :func:`format_bytes` shows it: the fewest
+    decimals, one to three, whose number of units is ``exact`` bytes to the byte, else
+    three significant digits with at least one decimal."""
+    if exact is not None:
+        for decimals in (1, 2, 3):
+            shown = f"{value:.{decimals}f}"
+            if Decimal(shown) * scale == exact:
+                return shown
+    return f"{value:.2f}" if round(value, 2) < 10 else f"{value:.1f}"
 
 
 _DURATION_UNITS: dict[str, float] = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
