@@ -17,6 +17,7 @@ from danlu.sched.policies.priority import PriorityPolicy
 from danlu.sched.policies.sjf import SjfPolicy
 from danlu.sched.policies.tiresias import TiresiasPolicy
 from danlu.sched.policies.value_density import ValueDensityPolicy
+from danlu.sched.policies.waiting import never_starts
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
 
 ONE_BY_4 = Cluster.homogeneous(1, 4)
@@ -90,7 +91,8 @@ def test_strict_fifo_skips_zero_gpu_jobs_but_still_blocks_on_a_real_one() -> Non
     plan = FifoPolicy().schedule(ClusterView(0.0, ONE_BY_4, pending=pend))
     assert _started(plan) == []
     assert plan.reason("zero") == NO_GPU_ASKED
-    assert plan.reason("wide") == "needs 8 GPUs, 4 free"
+    # it says it could never start (the cluster has 4 GPUs)
+    assert plan.reason("wide") == never_starts("needs 8 GPUs, 4 free")
     # behind the real blocker everything waits for it, as before
     assert (
         plan.reason("one") == "queued behind a job of project default (strict order, no backfill)"

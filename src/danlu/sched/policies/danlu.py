@@ -50,7 +50,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import attrgetter, is_
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -70,7 +70,6 @@ from danlu.sched.policies.danlu_entries import (
 )
 from danlu.sched.policies.danlu_holds import (
     StarveRule,
-    over_budget,
     promoted_until,
     promotion_holds,
     starving_jobs,
@@ -88,7 +87,6 @@ from danlu.sched.policies.danlu_options import (
 )
 from danlu.sched.policies.danlu_place import (
     GREW_FROM,
-    MOVES,
     PROMOTED,
     PlaceKnobs,
     is_adaptive,
@@ -96,6 +94,7 @@ from danlu.sched.policies.danlu_place import (
     mark_stopped,
     place_plan,
 )
+from danlu.sched.policies.danlu_running import RunningKnobs, running_entry, running_ranks
 from danlu.sched.policies.danlu_share import MIN_GAIN, gpus_unavailable, place_shared
 from danlu.sched.policies.danlu_shares import share_walk
 from danlu.sched.policies.options import OptionRange, check_options
@@ -458,37 +457,28 @@ class DanluPolicy:
         )
         return waiting._replace(options=kept, best=best)
 
-    def _running_job(self, job: JobStatus, now: float, gpn: int) -> RunningEntry:
-        """A running job's round inputs that depend on its status object alone (cached)."""
-        marks: Mapping[str, float] = job.marks
-        update = dm.remembered(marks, job.observed, gpn if self.packed_sync else 0)
-        if update:
-            marks = {**marks, **update}
-        moves = marks.get(MOVES, 0.0)
-        req = job.request
-        shares, expected, gpus = req.shares_gpu, expected_seconds(req), job.allocation.num_gpus
-        options = None
-        if not job.observed:  # no model: one option, keeping it as it is
-            left = self.new_job_seconds
-            if expected is not None:
-                left = max(expected - job.run_time_at(now), 1.0)
-            options = [Option(gpus, left, None, True)]
-        # positional (a named tuple's keywords cost a third more: 2,000 in a first round)
-        return RunningEntry(
-            job,  # status
-            marks,
-            update,
-            self.min_hold * (1.0 + moves / self.move_slack),  # hold
-            moves >= self.max_moves or shares,  # stuck
-            shares,
-            job.last_start if job.last_start is not None else math.inf,  # start
-            options,
-            req.submit_time,  # submit
-            job.run_time,
-            expected if expected is not None else math.nan,
-            gpus,
-            promoted_until(marks, self.starve_hold),
+    def _running_knobs(self) -> RunningKnobs:
+        """The knobs :mod:`danlu_running` reads."""
+        return RunningKnobs(
+            self.min_hold,
+            self.move_slack,
+            self.max_moves,
+            self.new_job_seconds,
+            self.starve_hold,
+            self.packed_sync,
+            self.aging,
+            self.width,
+            self.rank_hysteresis,
+            self.move_budget,
+            self.grow_after,
         )
+
+    def _running_job(
+        self, job: JobStatus, now: float, gpn: int, knobs: RunningKnobs
+    ) -> RunningEntry:
+        """A running job's round inputs that depend on its status object alone (cached;
+        :func:`~.danlu_running.running_entry`)."""
+        return running_entry(job, now, gpn, knobs)
 
     def _running(
         self,
@@ -508,28 +498,13 @@ class DanluPolicy:
         slice (``danlu_holds.STARVE_SLICES``). Jobs without observations are computed as
         arrays."""
         count = len(movable)
-        runs = self._running_memo.entries(movable, lambda job: self._running_job(job, now, gpn))
-
-        def column(name: str, dtype: type) -> npt.NDArray[Any]:
-            return np.fromiter(map(attrgetter(name), runs), dtype, count)
-
-        start = column("start", float)
-        ran = column("run_time", float) + np.maximum(0.0, now - start)  # run_time_at(now)
-        weight = 1.0 + np.maximum(0.0, now - column("submit", float) - ran) / self.aging
-        since = np.where(start == math.inf, math.inf, now - start)
-        until = column("promoted_until", float)  # the starvation rule's holds
-        held = (since < column("hold", float)) | column("stuck", bool) | (now < until)
-        gpus = column("gpus", np.int64)
-        promoted_gpus = promotion_holds(until, gpus, now, self.starve_hold)
-        expected = column("expected", float)
-        left = np.where(np.isnan(expected), self.new_job_seconds, np.maximum(expected - ran, 1.0))
+        knobs = self._running_knobs()
+        runs = self._running_memo.entries(
+            movable, lambda job: self._running_job(job, now, gpn, knobs)
+        )
+        keys, weight, since, held, may_grow, promoted_gpus = running_ranks(runs, now, total, knobs)
         scale = max(total, 1)  # C in the rank: the cluster's GPUs
         width, shorter = self.width, 1.0 - self.rank_hysteresis
-        # a running job ranks as if shorter
-        keys = left * (1.0 + width * gpus / scale) * shorter / weight
-        if self.move_budget:
-            held |= over_budget(held, keys, self.move_budget)
-        may_grow = held & (since >= self.grow_after) & ~column("shares", bool)
         pinned: list[int] = np.where(held, 0, -1).tolist()
         grow: list[bool] = may_grow.tolist()
         # no observations: the lone option (the rank above is from the current time)

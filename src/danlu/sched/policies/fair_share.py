@@ -51,7 +51,7 @@ from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies.options import INF, OptionRange, check_options
 from danlu.sched.policies.reservation import NeverFits, Shape, shape_of
-from danlu.sched.policies.waiting import asks_no_gpu, job_of_project, why_not
+from danlu.sched.policies.waiting import asks_no_gpu, job_of_project
 from danlu.sched.share_size import least_share_milli
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Start
 
@@ -147,6 +147,7 @@ class FairSharePolicy:
         starts: list[Start] = []
         waiting: dict[str, str] = {}
         default = ""
+        never = NeverFits(view)
         while turns:
             if not drain.any_room():
                 default = "no free GPUs"
@@ -163,7 +164,7 @@ class FairSharePolicy:
                 starts.append(Start(job.id, alloc))
                 held[project] = held.get(project, 0) + taken
             else:
-                waiting[job.id] = why_not(drain.now, job)
+                waiting[job.id] = never.why_not(drain.now, job)
                 if not self.backfill and not asks_no_gpu(job):  # one never starts: no block
                     default = f"queued behind {job_of_project(job)} (fair share, no backfill)"
                     return starts, waiting, default, [project, *(p for _, _, p in turns)]

@@ -2,7 +2,8 @@
 
 :func:`queue_round` walks pending jobs in the policy's order and starts each one that fits
 (``backfill``; with ``reserve``, only those that leave the first blocked job's reservation
-alone) or stops at the first that does not (strict order). Nothing is preempted; a job that
+alone) or stops at the first that does not (strict order). A job that could never start
+(:class:`~.reservation.NeverFits`) says so in its reason. Nothing is preempted; a job that
 fits only once the draining jobs exit waits for their GPUs, as in
 :func:`~danlu.sched.policies.ranked_round.ranked_round`. ``fifo``, ``sjf`` and ``priority``
 (its first pass, :func:`queue_pass`) are made of it.
@@ -19,7 +20,7 @@ from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies import reservation
 from danlu.sched.policies.reservation import NeverFits, Reservation, Shape, shape_of
-from danlu.sched.policies.waiting import NO_GPU_ASKED, asks_no_gpu, job_of_project, why_not
+from danlu.sched.policies.waiting import NO_GPU_ASKED, asks_no_gpu, job_of_project
 from danlu.sched.view import ClusterView, JobStatus, Plan, Start
 
 
@@ -149,7 +150,7 @@ def queue_pass(
             if reserve:
                 started.append((job, placed[0]))
             continue
-        waiting[job.id] = why_not(free, job)
+        waiting[job.id] = never.why_not(free, job)
         if not backfill:
             blocked_by = job
         elif reserve and not reserved and not never(job.request):

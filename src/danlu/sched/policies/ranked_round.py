@@ -23,8 +23,8 @@ from danlu.sched.placement.drain import DrainingFree
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies.ranked import RankKey
-from danlu.sched.policies.reservation import Shape, shape_of
-from danlu.sched.policies.waiting import asks_no_gpu, job_of_project, why_not
+from danlu.sched.policies.reservation import NeverFits, Shape, shape_of
+from danlu.sched.policies.waiting import asks_no_gpu, job_of_project
 from danlu.sched.share_size import least_share_milli
 from danlu.sched.view import (
     BoolArray,
@@ -41,8 +41,9 @@ _LISTED_REASONS = 100
 proportional to the jobs it can act on, not to the length of the queue."""
 
 
-def _reasons(free: FreeMap, left: list[JobStatus], total: int) -> dict[str, Any]:
-    waiting = {j.id: why_not(free, j) for j in left[:_LISTED_REASONS]}
+def _reasons(free: FreeMap, left: list[JobStatus], total: int, view: ClusterView) -> dict[str, Any]:
+    never = NeverFits(view)  # a job that could never start says so
+    waiting = {j.id: never.why_not(free, j) for j in left[:_LISTED_REASONS]}
     default = "waiting for GPUs to free up" if total > _LISTED_REASONS else ""
     return {"waiting": waiting, "waiting_default": default}
 
@@ -118,7 +119,7 @@ def ranked_round(
     if best_waiting is None:
         if left:  # only jobs asking for no GPU wait
             return Plan(
-                starts=tuple(quick), recheck_at=math.inf, **_reasons(free, left, left_total)
+                starts=tuple(quick), recheck_at=math.inf, **_reasons(free, left, left_total, view)
             )
         return Plan(starts=tuple(quick), recheck_at=math.inf)
     running_keys, running_jobs = running()
@@ -131,7 +132,7 @@ def ranked_round(
         None,
     )
     if lowest is None or not lowest > best_waiting:
-        return Plan(starts=tuple(quick), **_reasons(free, left, left_total))
+        return Plan(starts=tuple(quick), **_reasons(free, left, left_total, view))
     return _preempting_round(
         initial,
         view,
@@ -229,11 +230,12 @@ def _preempting_round(
         preempts.append(Preempt(victim.id, "outranked by waiting jobs"))
         if mark_preempted is not None:
             marks[victim.id] = mark_preempted(victim)
+    never = NeverFits(view)  # a job that could never start says so
     for job in unplaced:
-        waiting[job.id] = why_not(free, job)
+        waiting[job.id] = never.why_not(free, job)
     for job in pending_jobs:
         if job.id in unplaceable and job.id not in waiting:
-            waiting[job.id] = why_not(free, job)
+            waiting[job.id] = never.why_not(free, job)
     if unplaced:  # jobs admitted but not placed hold capacity they cannot use
         kept_starts += _start_on_idle(initial, view, pending_jobs, kept_starts, displaced, waiting)
     return Plan(

@@ -34,7 +34,12 @@ from dataclasses import dataclass
 
 from danlu.core.cluster import Allocation
 from danlu.sched.placement.gang import FreeMap
-from danlu.sched.policies.waiting import job_of_project
+from danlu.sched.policies.waiting import (
+    asks_no_gpu,
+    job_of_project,
+    never_starts,
+    why_not,
+)
 from danlu.sched.view import ClusterView, JobRequest, JobStatus
 
 Shape = tuple[int, int, int, frozenset[str]]
@@ -77,6 +82,28 @@ class NeverFits:
         self._view = view
         self._empty: FreeMap | None = None
         self._known: dict[Shape, bool] = {}
+        self._open_count: int | None = None
+
+    def why_not(self, free: FreeMap, job: JobStatus) -> str:
+        """Why ``job`` could not be placed on ``free`` (:func:`~.waiting.why_not`), saying so
+        when it never could be (:func:`~.waiting.never_starts`)."""
+        reason = why_not(free, job)
+        req = job.request
+        if asks_no_gpu(job):
+            return reason
+        if req.gpu_types or req.gpu_memory or req.shares_gpu:
+            never = self(req)
+        else:  # whole GPUs of any kind: more than the open GPUs (no empty map to build)
+            never = req.gpus > self._open_gpus()
+        return never_starts(reason) if never else reason
+
+    def _open_gpus(self) -> int:
+        """The GPUs of the view's cluster open to new work."""
+        if self._open_count is None:
+            opened = self._view.open_gpus()
+            total = self._view.cluster.total_gpus
+            self._open_count = total if opened is None else int(opened.sum())
+        return self._open_count
 
     def __call__(self, request: JobRequest) -> bool:
         """Whether ``request`` could not be placed even on the empty open cluster."""

@@ -5,6 +5,8 @@ owner may not see), and the rule for a job that asks for no GPU at all."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.units import format_bytes
 from danlu.sched.placement.gang import FreeMap
@@ -27,6 +29,18 @@ def asks_no_gpu(job: JobStatus) -> bool:
     start (the server's admission refuses such a job; the simulator leaves CPU-only pods
     out). It waits with :data:`NO_GPU_ASKED` and holds back no other job."""
     return job.request.gpus <= 0
+
+
+@lru_cache(maxsize=256)
+def never_starts(reason: str) -> str:
+    """Why a job waits that could not start even on the cluster's open GPUs with no job on
+    them (:class:`~danlu.sched.policies.reservation.NeverFits`): ``reason`` (what
+    :func:`why_not` says), and that no job's end will start it. One shared string per
+    reason: a long queue of such jobs holds no copy each."""
+    return (
+        f"{reason}; it could not start even with every open GPU free: ask for fewer GPUs, "
+        "or for GPU types or memory the cluster has"
+    )
 
 
 def beyond_reach(least: int, reach: int) -> str:
