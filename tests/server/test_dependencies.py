@@ -75,11 +75,13 @@ def test_a_pipeline_runs_in_order_and_what_can_never_run_is_cancelled(
             for cancelled in (ids["cleanup"], after_cleanup):  # a chain, in one pass
                 assert jobs.get_job(s, cancelled).state == "CANCELLED"
             reason = events.list_events(s, ids["cleanup"])[-1].reason
-            assert reason == f"job {prep} (prep) it depends on ended SUCCEEDED and will never fail"
+            assert reason == (
+                f"the job {prep} (prep) it depends on ended SUCCEEDED and will never fail"
+            )
             reason = events.list_events(s, after_cleanup)[-1].reason
             assert reason == (
-                f"job {ids['cleanup']} (cleanup) it depends on ended CANCELLED and will never "
-                "succeed"
+                f"the job {ids['cleanup']} (cleanup) it depends on ended CANCELLED and will "
+                "never succeed"
             )
             assert jobs.get_job(s, ids["report"]).state == "PENDING"
         for t in range(14, 30):  # train fails for good: report ran after it all the same
@@ -105,8 +107,8 @@ def test_the_dependencies_are_checked_at_submission(db: Database) -> None:
         refused = {
             "depends_on.0.job: no job, sweep or job array 'abcdef012345'": ["abcdef012345"],
             f"depends_on.1.job: {theirs} belongs to another user": [mine, theirs],
-            f"depends_on.0.job: job {failed} (failed) it depends on ended CANCELLED and will "
-            "never succeed: this job could never run": [failed],
+            f"depends_on.0.job: the job {failed} (failed) it depends on ended CANCELLED and "
+            "will never succeed: this job could never run": [failed],
             "depends_on.0.job: 'xyz' is not a job id": ["xyz"],
         }
         for message, after in refused.items():

@@ -85,7 +85,7 @@ def test_a_dependent_job_released_after_its_dependency_ended_is_told_the_verdict
         assert met.pending_reason == "dependencies met: waiting for the next round"
         never = jobs.hold(s, after_bad, False, alice)
         assert never.pending_reason == (
-            f"job {bad} (bad) it depends on ended CANCELLED and will never succeed: "
+            f"the job {bad} (bad) it depends on ended CANCELLED and will never succeed: "
             "cancelled at the next pass"
         )
 

@@ -220,7 +220,7 @@ def test_a_sweep_cancelled_while_it_advances_stays_cancelled(
         assert (state, reason) == ("CANCELLED", "cancelled by alice")
     else:  # advance ended the sweep; the cancel that waited found it ended
         assert isinstance(outcome.second_error, ConflictError)
-        assert (state, reason) == ("DONE", "1 trials ended")
+        assert (state, reason) == ("DONE", "1 trial ended")
     assert outcome.second_waited == (db.dialect == "postgresql")  # for advance's row lock
 
 
@@ -395,7 +395,7 @@ def test_a_job_after_an_array_waits_for_all_its_tasks(
             else:
                 assert job.state == "CANCELLED"
                 assert events.list_events(s, after_id)[-1].reason == (
-                    f"array {array} (shard) it depends on ended FAILED and will never succeed"
+                    f"the array {array} (shard) it depends on ended FAILED and will never succeed"
                 )
     finally:
         loop.stop()

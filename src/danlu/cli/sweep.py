@@ -29,7 +29,9 @@ from danlu.cli.options import (
 )
 from danlu.cli.output import stdout_written
 from danlu.cli.reply_fields import SWEEP
+from danlu.cli.spec_flags import flag_error
 from danlu.client import Client
+from danlu.client.errors import InvalidRequestError
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.state import TERMINAL_STATES
 from danlu.core.sweep import parse_sweep
@@ -40,7 +42,7 @@ sweep_app = typer.Typer(
     help="Hyper-parameter sweeps run as trial jobs.",
     no_args_is_help=True,
 )
-SweepArg = Annotated[str, typer.Argument(help="The sweep's id.")]
+SweepArg = Annotated[str, typer.Argument(help="The sweep's id (or a unique prefix).")]
 SWEEP_SPEC_FIX = "give the sweep spec file (YAML or JSON)"
 """What to give instead of a SPEC refused (empty, or a named pipe)."""
 
@@ -96,8 +98,25 @@ def sweep_ls(
         states = sweep_states(list(state or []))
     except SpecError as exc:
         raise common.fail(exc) from None
-    rows = common.ask(home, url, token, lambda c: c.sweeps(limit, states))
+    rows = common.ask(home, url, token, lambda c: _listed(c, limit, states))
     show_data(rows, json_out, _sweeps_table, SWEEP)
+
+
+LS_QUERY_FLAGS = {"state": "--state", "limit": "--limit"}
+"""The ``danlu sweep ls`` flag that sent each query field of ``GET /sweeps``."""
+
+
+def _listed(client: Client, limit: int, states: list[str] | None) -> list[dict[str, Any]]:
+    """``GET /sweeps``; the server's refusal of a query field (``state: 'BOGUS' is not a
+    sweep state; use one of ...``) named by the flag that sent it (``--state: ...``), its
+    words (the states it takes) the server's."""
+    try:
+        return client.sweeps(limit, states)
+    except InvalidRequestError as exc:
+        flag = LS_QUERY_FLAGS.get(exc.field or "")
+        if flag is None:
+            raise
+        raise flag_error(exc.field or "", flag, exc.message) from None
 
 
 def sweep_states(given: list[str]) -> list[str] | None:

@@ -33,7 +33,7 @@ webhook_app = typer.Typer(
     help="Webhooks: HTTP endpoints told of job state changes (admin).",
     no_args_is_help=True,
 )
-WebhookArg = Annotated[str, typer.Argument(help="The webhook's id.")]
+WebhookArg = Annotated[str, typer.Argument(help="The webhook's id (or a unique prefix).")]
 
 
 @webhook_app.command("add")

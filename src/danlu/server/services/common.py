@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
 from danlu.core.state import JobState
-from danlu.server.db.models import ApiToken, Job, JobMetricKey, Project, Sweep, User
+from danlu.server.db.models import ApiToken, Job, JobMetricKey, Project, Sweep, User, Webhook
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
 
 IN_CHUNK = 500
@@ -61,10 +61,12 @@ def resolve_now(now: float | None) -> float:
     return time.time() if now is None else float(now)
 
 
-Named = TypeVar("Named", Job, Sweep)
+Named = TypeVar("Named", Job, Sweep, Webhook)
 
 ID_PREFIX_LENGTHS = range(4, 12)
 """An id given with 4-11 characters may be a prefix of a full (12-character) id."""
+AMBIGUOUS_NAMED = 3
+"""The most of the ids an ambiguous prefix matched that its error names."""
 
 
 def by_id(
@@ -75,15 +77,22 @@ def by_id(
     none is, :class:`ConflictError` when the prefix is ambiguous, :class:`PermissionDenied`
     when a non-admin ``viewer`` does not own it. A prefix is looked up among the rows a
     non-admin ``viewer`` owns only: matched against everyone's, it named other users' full
-    ids in its 403 and made the viewer's own unique prefix ambiguous."""
+    ids in its 403 and made the viewer's own unique prefix ambiguous. The 409 names the
+    ids the prefix matched (:data:`AMBIGUOUS_NAMED` at most), all of them the viewer's to
+    see. A viewer is only given for a model whose ``user_id`` is its owner (a job, a
+    sweep): a webhook's is the user it is told of, and webhooks are an admin's."""
     row = session.scalar(select(model).where(model.id == key))
     if row is None and len(key) in ID_PREFIX_LENGTHS:
-        query = select(model).where(model.id.startswith(key, autoescape=True)).limit(2)
+        query = select(model).where(model.id.startswith(key, autoescape=True))
         if viewer is not None and not viewer.is_admin:
             query = query.where(model.user_id == viewer.id)
-        found = list(session.scalars(query))
+        found = list(session.scalars(query.order_by(model.id).limit(AMBIGUOUS_NAMED + 1)))
         if len(found) > 1:
-            raise ConflictError(f"{kind} id prefix {key!r} is ambiguous; give more characters")
+            named = ", ".join(one.id for one in found[:AMBIGUOUS_NAMED])
+            more = ", ..." if len(found) > AMBIGUOUS_NAMED else ""
+            raise ConflictError(
+                f"{kind} id prefix {key!r} is ambiguous ({named}{more}); give more characters"
+            )
         row = found[0] if found else None
     if row is None:
         short = 0 < len(key) < ID_PREFIX_LENGTHS.start

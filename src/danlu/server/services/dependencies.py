@@ -92,13 +92,13 @@ def judge(dependencies: Sequence[Dependency], found: Mapping[str, Found]) -> Ver
         job = found.get(dep.job)
         verb = _VERB[dep.condition]
         if job is None:
-            return Verdict(None, "", f"job {dep.job} it depends on no longer exists")
+            return Verdict(None, "", f"the job {dep.job} it depends on no longer exists")
         outcome = met(dep.condition, job)
         if outcome is False:
             return Verdict(
                 None,
                 "",
-                f"{job.kind} {dep.job} ({job.name}) it depends on ended {job.state.value} and "
+                f"the {job.kind} {dep.job} ({job.name}) it depends on ended {job.state.value} and "
                 f"will never {verb}",
             )
         if outcome is None and waiting is None:

@@ -67,12 +67,14 @@ def owner_of(session: Session, spec: JobSpec, caller: User) -> User:
         raise SpecError("user", f"unknown user {spec.user!r}") from None
 
 
-def check_unfinished(session: Session, owner: User, limit: int, adding: int = 1) -> None:
+def check_unfinished(
+    session: Session, owner: User, limit: int, adding: int = 1, *, adding_what: str = ""
+) -> None:
     """ConflictError when ``adding`` more jobs would give ``owner`` more than ``limit``
     unfinished ones (``DANLU_MAX_JOBS_PER_USER``; a sweep adds its first ``parallel``
-    trials). The owner's row stays locked until the transaction ends, so that concurrent
-    submissions for one owner count one after the other, each seeing the jobs the one
-    before inserted."""
+    trials, ``adding_what`` saying so in the error: ``this array's first 4 tasks``). The
+    owner's row stays locked until the transaction ends, so that concurrent submissions for
+    one owner count one after the other, each seeing the jobs the one before inserted."""
     lock_row(session, User, owner.id)
     unfinished = [s.value for s in JobState if not s.terminal]
     query = select(Job.seq).where(Job.user_id == owner.id, Job.state.in_(unfinished))
@@ -84,9 +86,10 @@ def check_unfinished(session: Session, owner: User, limit: int, adding: int = 1)
             "or cancel some"
         )
     if count + adding > limit:
+        what = adding_what or f"{adding} more"
         raise ConflictError(
-            f"user {owner.name} has {count} unfinished jobs and this sweep's first {adding} "
-            f"trials would make {count + adding}, past {limit}, {tail}; wait for some to "
+            f"user {owner.name} has {count} unfinished jobs and {what} would make "
+            f"{count + adding}, past {limit}, {tail}; wait for some to "
             "finish, cancel some, or run fewer at once (parallel; --array's %N)"
         )
 

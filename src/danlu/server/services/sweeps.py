@@ -88,6 +88,28 @@ class TrialResult:
     :data:`~danlu.sched.sweep.STOPPED_EARLY`): it ended as the sweep meant it to."""
 
 
+@dataclass(frozen=True)
+class KindWords:
+    """What a sweep's reasons call it and its trial jobs: a sweep and its trials, a job
+    array (``array: true``, ``danlu submit --array``) and its tasks."""
+
+    kind: str
+    trial: str
+
+    def count(self, n: int) -> str:
+        """``n`` trial jobs: ``10 tasks``, ``1 trial``."""
+        return f"{n} {self.trial}{'' if n == 1 else 's'}"
+
+
+SWEEP_WORDS = KindWords("sweep", "trial")
+ARRAY_WORDS = KindWords("array", "task")
+
+
+def kind_words(spec: SweepSpec) -> KindWords:
+    """The words of a sweep's reasons for ``spec``'s kind (:class:`KindWords`)."""
+    return ARRAY_WORDS if spec.array else SWEEP_WORDS
+
+
 def spec_of(sweep: Sweep) -> SweepSpec:
     """The stored spec (as accepted at submission). One that a check added since refuses
     (a range of ``-1e308..1e308``, accepted before 2026-12-01) is read as it was stored,
@@ -159,7 +181,14 @@ def create(
         owner = submission.owner_of(session, trial, user)
         if max_unfinished:
             first = min(spec.parallel, spec.total)
-            submission.check_unfinished(session, owner, max_unfinished, adding=first)
+            words = kind_words(spec)
+            submission.check_unfinished(
+                session,
+                owner,
+                max_unfinished,
+                adding=first,
+                adding_what=f"this {words.kind}'s first {words.count(first)}",
+            )
         depends_on, _verdict = dependencies.resolve_for(session, trial.depends_on, user)
     except (SpecError, PermissionDenied) as exc:
         raise _in_trial(exc) from None
@@ -240,20 +269,21 @@ def cancel(session: Session, sweep_id: str, viewer: User, now: float | None = No
     is left as it ended."""
     t = resolve_now(now)
     sweep = _locked(session, get(session, sweep_id, viewer).id)
-    unfinished = _Trials(session, sweep, spec_of(sweep)).unfinished()
+    spec = spec_of(sweep)
+    kind = kind_words(spec).kind
+    unfinished = _Trials(session, sweep, spec).unfinished()
     if sweep.state == RUNNING:
         _end(sweep, CANCELLED, f"cancelled by {viewer.name}", t)
     else:
         unfinished = [job for job in unfinished if job.cancel_requested_at is None]
         if not unfinished:
             raise ConflictError(
-                f"sweep {sweep.id} already ended ({sweep.state}); nothing to cancel"
+                f"{kind} {sweep.id} already ended ({sweep.state}); nothing to cancel"
             )
+    reason = f"its {kind} was cancelled by {viewer.name}"
     for job in unfinished:
         try:
-            jobs.cancel_job(
-                session, job.id, reason=f"its sweep was cancelled by {viewer.name}", now=t
-            )
+            jobs.cancel_job(session, job.id, reason=reason, now=t)
         except ConflictError:
             if not JobState(job.state).terminal:  # read again under its lock
                 raise
@@ -285,11 +315,12 @@ def advance(
     except ConflictError:
         raise  # a concurrent change: the next pass tries again
     except DanluError as exc:  # the spec, the quota, the inventory or the owner's rights
-        _end(sweep, FAILED, f"trial {sweep.submitted} could not be submitted: {exc}", t)
+        trial = kind_words(spec).trial
+        _end(sweep, FAILED, f"{trial} {sweep.submitted} could not be submitted: {exc}", t)
         session.flush()
         return stopped, []
     if sweep.submitted >= spec.total and not trials.unfinished():
-        _end(sweep, DONE, f"{sweep.submitted} trials ended", t)
+        _end(sweep, DONE, f"{kind_words(spec).count(sweep.submitted)} ended", t)
     session.flush()
     return stopped, submitted
 

@@ -35,7 +35,7 @@ from danlu.core.values import check_values, quoted
 from danlu.server.db.models import Base, Job, Webhook, WebhookDelivery
 from danlu.server.errors import NotFoundError
 from danlu.server.services import locks
-from danlu.server.services.common import IN_CHUNK, resolve_now
+from danlu.server.services.common import IN_CHUNK, by_id, resolve_now
 from danlu.server.services.projects import project_for_use
 from danlu.server.services.users import get_user
 
@@ -247,11 +247,10 @@ def list_webhooks(session: Session) -> list[Webhook]:
 
 
 def get(session: Session, webhook_id: str) -> Webhook:
-    """The webhook ``webhook_id`` (NotFoundError naming it)."""
-    hook = session.scalar(select(Webhook).where(Webhook.id == webhook_id))
-    if hook is None:
-        raise NotFoundError("webhook", webhook_id)
-    return hook
+    """The webhook with id ``webhook_id`` or a unique prefix of 4+ of its characters, as a
+    job's or a sweep's (:func:`~danlu.server.services.common.by_id`): NotFoundError naming
+    it, ConflictError naming the webhooks an ambiguous prefix matched."""
+    return by_id(session, Webhook, "webhook", webhook_id)
 
 
 def remove(session: Session, webhook_id: str) -> None:
@@ -267,7 +266,7 @@ def ping(session: Session, webhook_id: str, now: float | None = None) -> Webhook
     t = resolve_now(now)
     hook = get(session, webhook_id)
     if not _kept(session, [hook.seq]):  # removed meanwhile
-        raise NotFoundError("webhook", webhook_id)
+        raise NotFoundError("webhook", hook.id)
     delivery = WebhookDelivery(
         webhook_seq=hook.seq, kind="ping", payload={}, created_at=t, next_attempt_at=t
     )
