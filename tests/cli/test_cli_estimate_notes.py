@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import errno
 import io
+import re
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from typer.testing import CliRunner
@@ -23,7 +25,7 @@ from typer.testing import CliRunner
 import danlu.estimate.memory as memory
 from danlu.cli.estimate import run_estimate
 from danlu.cli.main import app
-from danlu.estimate.memory import StepTrace, TraceRequest
+from danlu.estimate.memory import StepTrace, TraceRequest, get_gpu, replay
 
 pytest.importorskip("torch")
 
@@ -63,11 +65,26 @@ def test_a_note_and_a_long_answer_are_one_line_each(canned: None) -> None:
 
 
 def test_a_warning_is_one_line(canned: None) -> None:
+    """The out-of-memory warning names the limit it is judged against, readable and in
+    bytes: it said "is over its 104857600 bytes", as if 100 MiB were the h100's memory."""
     res = CliRunner().invoke(app, ["estimate", MODEL, "-b", "2", "--gpu-memory", "100MiB"])
     assert res.exit_code == 0, res.output
     (warning,) = _lines(res.stderr, "warning:")
     assert warning.startswith("warning: out of memory on h100: the step's peak of ")
-    assert warning.endswith(f"is over its {100 << 20} bytes"), res.stderr
+    assert re.search(r"peak of \d+\.\d+MiB \(\d+ bytes\)", warning), warning
+    assert warning.endswith(
+        f"is over the 100.0MiB ({100 << 20} bytes) it is judged against (--gpu-memory)"
+    ), res.stderr
+
+
+def test_a_warning_on_the_gpus_own_capacity_names_it(traced: dict[int, StepTrace]) -> None:
+    """Replayed for a GPU as the table has it (no ``--gpu-memory``), the limit is its
+    capacity, and the warning says so."""
+    small = replace(get_gpu("t4"), capacity_bytes=1 << 20)  # a GPU of 1 MiB
+    (warning,) = [w for w in replay(traced[2], small).warnings if w.startswith("out of")]
+    assert warning.endswith(
+        f"is over the 1.0MiB ({1 << 20} bytes) it is judged against (the t4's capacity)"
+    ), warning
 
 
 class FullStream(io.StringIO):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from typing import TYPE_CHECKING, Annotated, Any
@@ -125,6 +126,10 @@ def run_estimate(
     if limit <= 0:
         raise SpecError("--gpu-memory", f"{gpu_memory!r} is no memory; write e.g. 80GiB")
     limit_source = "--gpu-memory" if gpu_memory else "capacity"
+    decimal_note = _decimal_gpu_size_note(gpu_memory) if gpu_memory else None
+    if decimal_note:
+        with stderr_written():  # 2>/dev/full: the estimate goes on without its note
+            err.print(f"note: {decimal_note}", highlight=False, soft_wrap=True)
     if limit > gpu.capacity_bytes:  # a share of one GPU: capped, as the server caps a share
         with stderr_written():  # 2>/dev/full: the estimate goes on without its note
             err.print(
@@ -196,7 +201,8 @@ def run_estimate(
                 soft_wrap=True,
             )
         traces = traced(sizes)
-    estimates = {t.batch_size: replay(t, judged) for t in traces}
+    source = "--gpu-memory" if limit_source == "--gpu-memory" else None
+    estimates = {t.batch_size: replay(t, judged, source) for t in traces}
     traced_s = time.perf_counter() - t0
     main = estimates[batch_size] if batch_size else estimates[max(estimates)]
     result: dict[str, Any] = {
@@ -252,6 +258,17 @@ def run_estimate(
             except ExtrapolationError as exc:
                 mb = None
                 result["max_batch_error"] = str(exc)
+            if mb is not None and mb < min(sizes):
+                # an answer below every traced batch is the fit's alone: batch 1 of a model
+                # that cannot train on one sample "fitted" (traced from 2 on). Known, or
+                # told by tracing the answer, the smallest traced batch is what it needs
+                if not lone_sample:
+                    try:
+                        traced([mb])
+                    except LoneSampleError:
+                        lone_sample = True
+                if lone_sample:
+                    mb = None
             result["max_batch"] = mb
             # the search stops at the cap: an answer there is a lower bound
             result["max_batch_capped"] = mb is not None and mb >= model.max_batch_cap
@@ -259,7 +276,7 @@ def run_estimate(
             result["margin_bytes"] = margin_bytes
             if mb is None and "max_batch_error" not in result:
                 # "none" alone left the user to guess how far off the limit is
-                need_batch, need = _smallest_need(model)
+                need_batch, need = _smallest_need(model, lone_sample)
                 result["max_batch_needs_batch_size"] = need_batch
                 result["max_batch_needs_bytes"] = need
         result["fit_seconds"] = round(time.perf_counter() - t1, 4)
@@ -328,23 +345,25 @@ def run_estimate(
         if max_batch:
             out.print(
                 f"largest safe batch within {limit_label} - margin "
-                f"{format_bytes(margin_bytes)}: {as_text(_max_batch_answer(result))}",
+                f"{format_bytes(margin_bytes)}: {as_text(_max_batch_answer(result, lone_sample))}",
                 highlight=False,
                 soft_wrap=True,
             )
     return result
 
 
-def _max_batch_answer(result: dict[str, Any]) -> str:
-    """The ``--max-batch`` answer of ``result`` in words."""
+def _max_batch_answer(result: dict[str, Any], lone_sample: bool = False) -> str:
+    """The ``--max-batch`` answer of ``result`` in words (``lone_sample``: the model cannot
+    train on a batch of one sample)."""
     if "max_batch_error" in result:
         return f"not known: {result['max_batch_error']}"
     mb = result["max_batch"]
     if not mb:
         need_batch = result["max_batch_needs_batch_size"]
         budget = result["limit_bytes"] - result["margin_bytes"]
+        why = " (it cannot train on a batch of 1 sample)" if lone_sample else ""
         return (
-            f"none: it does not fit even at batch {need_batch}, which needs "
+            f"none: it does not fit even at batch {need_batch}{why}, which needs "
             f"{format_bytes(result['max_batch_needs_bytes'])} on the GPU (the CUDA context's "
             f"{format_bytes(result['context_bytes'])} included), over the "
             f"{format_bytes(budget)} the limit leaves after the margin; give a larger "
@@ -360,17 +379,43 @@ def _max_batch_answer(result: dict[str, Any]) -> str:
     return str(mb)
 
 
-def _smallest_need(model: FittedMemoryModel) -> tuple[int, int]:
+def _smallest_need(model: FittedMemoryModel, lone_sample: bool) -> tuple[int, int]:
     """The smallest batch ``model`` answers and its peak bytes on the GPU: batch 1, else
-    (the fit refuses it) the smallest traced batch, what ``--max-batch`` says is needed
-    when even that does not fit."""
+    (the fit refuses it, or the model cannot train on one sample: ``lone_sample``) the
+    smallest traced batch, what ``--max-batch`` says is needed when even that does not
+    fit."""
     from danlu.estimate.memory import ExtrapolationError
 
+    smallest = min(model.estimates)
+    if lone_sample:
+        return smallest, model.predict(smallest)
     try:
         return 1, model.predict(1)
     except ExtrapolationError:
-        smallest = min(model.estimates)
         return smallest, model.predict(smallest)
+
+
+COMMON_GPU_GIB = frozenset({8, 10, 11, 12, 16, 20, 24, 32, 40, 48, 64, 80, 94, 96, 141, 192})
+"""GPU memory sizes as GPUs are sold, in GiB: ``--gpu-memory`` of one of them in decimal
+gigabytes (``80G``) gets a note (:func:`_decimal_gpu_size_note`)."""
+_DECIMAL_GIGABYTES = re.compile(r"^\s*([0-9]+)\s*(?:g|gb)\s*$", re.IGNORECASE)
+
+
+def _decimal_gpu_size_note(gpu_memory: str) -> str | None:
+    """A note when ``gpu_memory`` is a common GPU size (:data:`COMMON_GPU_GIB`) written in
+    decimal gigabytes: ``80G`` is 80e9 bytes, 74.5 GiB, where an 80 GiB GPU was surely
+    meant; judged against it, batches that fit such a GPU were answered "does NOT fit". Not
+    an error: the size is what was written. None for any other size."""
+    match = _DECIMAL_GIGABYTES.match(gpu_memory)
+    if match is None or int(match.group(1)) not in COMMON_GPU_GIB:
+        return None
+    n = int(match.group(1))
+    text = as_text(gpu_memory.strip())
+    article = "an" if str(n).startswith("8") or n == 11 else "a"  # an 80, an 8, an 11
+    return (
+        f"--gpu-memory {text} is {n}e9 bytes ({format_bytes(n * 1000**3)}); write {n}GiB "
+        f"for {article} {n} GiB GPU"
+    )
 
 
 def _margin_bytes(margin: str, limit: int) -> int:

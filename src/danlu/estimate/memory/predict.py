@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from danlu.core.errors import SpecError
+from danlu.core.units import format_bytes
 from danlu.core.values import is_whole_number, quoted
 from danlu.estimate.checks import check_finite
 from danlu.estimate.family import ModelSummary, infer_family
@@ -71,8 +72,11 @@ CONV_WORKSPACE_WARNING = (
 the traced step has convolutions."""
 
 
-def replay(tr: StepTrace, gpu: GpuSpec) -> MemoryEstimate:
+def replay(tr: StepTrace, gpu: GpuSpec, limit_source: str | None = None) -> MemoryEstimate:
     """Run a trace's allocation sequence through the caching-allocator model for ``gpu``.
+
+    ``limit_source`` names what ``gpu.capacity_bytes`` is when it is not the GPU's own
+    capacity (``"--gpu-memory"``: a share of one GPU); the out-of-memory warning says so.
 
     The allocator is not capped at the GPU's capacity: the peaks are what the step reserves
     when nothing forces cached segments back, and ``fits`` compares them with the capacity.
@@ -139,10 +143,7 @@ def replay(tr: StepTrace, gpu: GpuSpec) -> MemoryEstimate:
     if convolutions and gpu.conv_workspace_ratio <= 0:
         warnings.append(CONV_WORKSPACE_WARNING)
     if device > gpu.capacity_bytes:
-        warnings.append(
-            f"out of memory on {gpu.name}: the step's peak of {device} bytes is over its "
-            f"{gpu.capacity_bytes} bytes"
-        )
+        warnings.append(out_of_memory_warning(gpu, device, limit_source))
     return MemoryEstimate(
         batch_size=tr.batch_size,
         gpu=gpu.name,
@@ -159,6 +160,20 @@ def replay(tr: StepTrace, gpu: GpuSpec) -> MemoryEstimate:
         phase_peaks=dict(tr.phase_peaks),
         window_live=list(tr.window_live),
         family=infer_family(summarize(tr)),
+    )
+
+
+def out_of_memory_warning(gpu: GpuSpec, peak_bytes: int, limit_source: str | None) -> str:
+    """The warning for a step whose ``peak_bytes`` on the GPU is over ``gpu.capacity_bytes``:
+    both in readable units with the bytes, and what the limit is (``limit_source``, else the
+    GPU's capacity). It said "over its 104857600 bytes" for a ``--gpu-memory 100MiB``, as if
+    that were the h100's memory."""
+    limit = gpu.capacity_bytes
+    source = limit_source or f"the {gpu.name}'s capacity"
+    return (
+        f"out of memory on {gpu.name}: the step's peak of {format_bytes(peak_bytes)} "
+        f"({peak_bytes} bytes) is over the {format_bytes(limit)} ({limit} bytes) it is "
+        f"judged against ({source})"
     )
 
 
