@@ -227,6 +227,8 @@ def test_a_loop_on_another_home_does_not_relaunch_the_runs_of_the_first(
     job_id = _submit(db, NOW)
     assert first.run_once(now=NOW + 1).launched == [job_id]
     second, world = fake_loop(db, (NODE,), tmp_path / "second", make_policy("fifo"), 10_000)
+    # the first stops renewing: watched unchanged for its TTL (and 2 s), its lease is taken
+    assert not second.run_once(now=NOW + 2).leader
     with caplog.at_level(logging.ERROR, logger="danlu.server.reconcile"):
         report = second.run_once(now=NOW + first.ttl + 5)
     assert not report.leader and report.launched == []

@@ -36,7 +36,13 @@ from danlu.core.cluster import Node, gpu_type
 from danlu.core.errors import ConfigError
 from danlu.server import main
 from danlu.server.db import Database, Lease, current_revision, head_revision, upgrade_database
-from danlu.server.plane_lease import LEASE, take_scheduler_lease, wait_before_upgrading
+from danlu.server.plane_lease import (
+    LEASE,
+    LEASE_GRACE,
+    LEASE_MIN_TTL,
+    take_scheduler_lease,
+    wait_before_upgrading,
+)
 from danlu.server.services import jobs, locks, users
 
 NODE = Node("a", 1, gpu_type("H100"))
@@ -65,8 +71,13 @@ def test_a_lease_naming_no_home_is_not_this_homes_unless_its_runs_are_here(
     job_id = _running_job(db)
     home = tmp_path / "home"
     settings = load_settings(home=home)
+    now = [time.time()]
+
+    def sleep(seconds: float) -> None:  # the lapsed lease is watched for its TTL first
+        now[0] += seconds
+
     with pytest.raises(ConfigError) as err:
-        take_scheduler_lease(db, settings)
+        take_scheduler_lease(db, settings, clock=lambda: now[0], sleep=sleep)
     said = str(err.value)
     assert job_id in said and "does not name" in said and "another database" in said, said
     with db.read_session() as s:
@@ -137,8 +148,17 @@ def test_a_live_older_plane_keeps_its_database_unmigrated(tmp_path: Path) -> Non
 def test_a_lapsed_or_dead_holder_lets_the_upgrade_go_on(tmp_path: Path) -> None:
     lapsed = tmp_path / "lapsed"
     lapsed.mkdir()
-    url = _at_0027(lapsed, "farhost:77:5", time.time() - 1)
-    wait_before_upgrading(url, sleep=lambda _s: pytest.fail("waited for a lapsed lease"))
+    start = time.time()
+    url = _at_0027(lapsed, "farhost:77:5", start - 1)
+    now = [start]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    # a lapsed lease is waited for until no one renewed it for its TTL (a clock stepped
+    # ahead makes a live holder's lease look lapsed), then the upgrade goes on
+    wait_before_upgrading(url, clock=lambda: now[0], sleep=sleep)
+    assert now[0] - start <= LEASE_MIN_TTL + LEASE_GRACE + 1
     dead = tmp_path / "dead"
     dead.mkdir()
     gone = subprocess.Popen(["true"])

@@ -35,7 +35,9 @@ from danlu.server.db.engine import database_shown, sqlite_file
 from danlu.server.gpus import find_inventory
 from danlu.server.loops import close_quietly
 from danlu.server.plane_lease import (
+    LeaseWatch,
     release_scheduler_lease,
+    scheduler_lease_ttl,
     take_scheduler_lease,
     wait_before_upgrading,
 )
@@ -232,12 +234,14 @@ def _open_store(settings: Settings, *, take_lease: bool) -> _Store:
     token behind. A store that cannot be reached is a :class:`ConfigError` naming the URL
     (its password hidden)."""
     try:
+        # one watch of the lease for both waits: a dead holder is waited for once
+        watch = LeaseWatch(scheduler_lease_ttl(settings))
         if take_lease:  # a plane of an older danlu that uses the database keeps it as it is
-            wait_before_upgrading(settings.db_url)
+            wait_before_upgrading(settings.db_url, watch=watch)
         upgrade_database(settings.db_url)
         db = Database(settings.db_url)
         try:
-            lease = take_scheduler_lease(db, settings) if take_lease else None
+            lease = take_scheduler_lease(db, settings, watch=watch) if take_lease else None
             try:
                 with db.session() as session:
                     return _Store(bootstrap_admin(session, settings.admin_token_path), lease)

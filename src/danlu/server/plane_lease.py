@@ -16,20 +16,32 @@ does one where the lease names no home (a database a danlu before revision 0028 
 running job's run is recorded under its own home.
 
 The lease's expiry is a wall-clock time (:mod:`danlu.server.services.locks`), the only
-clock planes on several hosts have in common: they need clocks that agree within the
-lease's TTL (NTP). A holder renews the lease with its token whatever its expiry says, so a
-step of its own clock ahead loses it nothing, and its next renewal undoes a step back. A
-dead holder's lease whose expiry a step back (on the host that reads it) or a clock running
-ahead (on the host that wrote it) put far off is taken over once no one renewed it for
-:data:`LEASE_WAIT_CAP` seconds (:class:`LeaseWatch`), its job locks released with it
-(:func:`take_over`): by a starting plane (:func:`take_scheduler_lease`), and by a running
-one that does not hold the lease (:meth:`~danlu.server.reconcile.Reconciler.run_once`).
-A step of a reading host's clock ahead makes a live holder's lease look expired there:
-that host's plane takes it over, and the holder stops acting (it says so in its log).
+clock planes on several hosts have in common, and a step of a host's clock (an NTP step,
+``date -s``) moves every expiry at once as that host sees them. A holder renews the lease
+with its token whatever its expiry says, so a step of its own clock ahead loses it nothing,
+and its next renewal undoes a step back. A plane that does not hold the lease does not take
+it over on its clock's word alone (:class:`LeaseWatch`): it watches the lease's row on a
+clock of its own that no one sets (:func:`~danlu.server.loops.steady_clock`), and takes the
+lease over only once no one changed the row (its holder renews it every pass) for the
+lease's TTL and :data:`LEASE_GRACE` more, its expiry past on the wall clock too, or for
+:attr:`LeaseWatch.patience` seconds whatever its expiry (a dead holder's expiry a step back
+put far off, or a host whose clock runs ahead wrote). A step of a standby's clock ahead
+thus leaves a live holder's lease alone, and a dead holder's is taken over within
+``TTL + LEASE_GRACE`` seconds of watching it (of a start-up, too: a plane that finds a
+lease lapsed waits that long before it takes it, unless its holder gave it back or was a
+process of this host that is gone), at most :attr:`LeaseWatch.patience` seconds. The take
+is a compare-and-set on the row as watched (token and expiry, :func:`take_over`): a holder
+that renewed meanwhile keeps it. The holder that lost its lease (it hung past its TTL) finds
+another token on the row at its next renewal (as a pass begins, after its poll, and in the
+transaction that records its round), says so in its log and stops acting; its job locks
+were released with the lease. A plane whose checks fail after it took the lease (a database
+error) gives it back. The watch assumes that the planes sharing a database share
+``DANLU_INTERVAL`` (their leases' TTL).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -39,7 +51,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import and_, func, select, text, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -50,6 +62,7 @@ from danlu.executors.rundirs import RUNS_DIR
 from danlu.executors.supervise import LAUNCH, alive, proc_start_time
 from danlu.server.db import Database, Job, Lease, head_revision, make_engine
 from danlu.server.db.migrate import known_older_revision
+from danlu.server.loops import steady_clock
 from danlu.server.services import locks
 from danlu.server.services.projects import HOLDING
 
@@ -63,8 +76,11 @@ before it concludes that the other renews it (alive): two hosts' clocks differ a
 LEASE_POLL = 0.5
 """Seconds between a starting plane's tries to take a lease another plane holds."""
 LEASE_WAIT_CAP = 600.0
-"""The longest a starting plane waits for a lease to lapse (an expiry far off, written by a
-host whose clock runs ahead, is not waited out)."""
+"""The least :attr:`LeaseWatch.patience`: the longest a plane waits for a lease whose expiry
+lies far off (written by a host whose clock runs ahead, or before a step of this host's
+clock back) to be renewed before it takes its holder for dead."""
+LEASE_MIN_TTL = 10.0
+"""The shortest ``scheduler`` lease (:func:`scheduler_lease_ttl`)."""
 EXECUTOR_STATE = "executor"
 """The directory of a home where its executor (local, Slurm or Ray) keeps its run records
 (``{home}/executor/runs/JOB_ID/launch.json``)."""
@@ -72,7 +88,7 @@ EXECUTOR_STATE = "executor"
 
 def scheduler_lease_ttl(settings: Settings) -> float:
     """Seconds the ``scheduler`` lease lasts unless renewed: five passes, at least 10."""
-    return max(10.0, 5 * settings.interval)
+    return max(LEASE_MIN_TTL, 5 * settings.interval)
 
 
 def plane_home(settings: Settings) -> str:
@@ -137,43 +153,89 @@ def read_holder(session: Session) -> Holder:
     return Holder(*row) if row is not None else Holder(None, None, None, None)
 
 
-def take_lease(session: Session, token: str, owner: str, ttl: float, t: float) -> locks.LeaseTake:
-    """Renew or take the ``scheduler`` lease with ``token``; one another holds is taken over
-    at once when its holder was a process of this host that is gone (``kill -9``: a restart
-    on the same home must not wait its TTL out), the dead holder's job locks released.
-    Commits."""
-    took = locks.take_lease(session, LEASE, token, ttl, t, owner)
-    if took is not locks.LeaseTake.HELD:
-        return took
+def take_lease(
+    session: Session,
+    token: str,
+    owner: str,
+    ttl: float,
+    t: float,
+    watch: LeaseWatch,
+    steady: float,
+    where: str = "reconcile",
+) -> locks.LeaseTake:
+    """Renew or take the ``scheduler`` lease with ``token`` (read at ``t``, the wall clock,
+    and ``steady``, the clock of ``watch``). Another token's lease is taken only when it was
+    given back, when its holder was a process of this host that is gone (``kill -9``: a
+    restart on the same home must not wait its TTL out), or when ``watch`` finds its holder
+    dead (:meth:`LeaseWatch.lapsed`), never because its expiry has passed on this host's
+    clock alone (a step of it ahead would take a live holder's lease); the holder's job
+    locks are released with it (:func:`take_over`). ``where``: what the log names. Commits."""
+    locks.ensure_lease(session, LEASE)
+    if LEASE in locks.extend(session, Lease, [LEASE], token, ttl, t):
+        watch.forget()
+        return locks.LeaseTake.RENEWED
     holder = read_holder(session)
-    if holder.token is None or not dead_here(holder.owner):
-        return took
+    if holder.token is None:
+        why = ""
+    elif dead_here(holder.owner):
+        why = "dead"
+    elif watch.lapsed(holder, t, steady):
+        why = "far" if holder.expires_at is not None and holder.expires_at >= t else "lapsed"
+    else:
+        return locks.LeaseTake.HELD
     if not take_over(session, holder, token, owner, ttl, t):
-        return took
-    log.info("reconcile: took the lease over from %s (no longer running)", holder.owner)
+        return locks.LeaseTake.HELD  # renewed, or taken by another plane, meanwhile
+    watch.forget()
+    if why == "dead":
+        log.info("%s: took the lease over from %s (no longer running)", where, holder.owner)
+    elif why == "far":
+        log_unrenewed(holder, t, where, watch.patience)
+    elif why == "lapsed":
+        log.warning(
+            "%s: took the scheduler lease over from %s: no one renewed it for %.0f s (its "
+            "TTL and %.0f s more) and it has expired: that plane is gone",
+            where,
+            holder.describe(),
+            watch.ttl + LEASE_GRACE,
+            LEASE_GRACE,
+        )
     return locks.LeaseTake.TAKEN
 
 
 def take_over(
     session: Session, holder: Holder, token: str, owner: str, ttl: float, t: float
 ) -> bool:
-    """Take the ``scheduler`` lease from ``holder``, unexpired but known to act no more, with
-    ``token``, and release the job locks of its process (they would block this plane until
-    they expire); whether it was still ``holder``'s to take. Commits."""
-    if holder.token is None:
-        return False
+    """Take the ``scheduler`` lease with ``token`` if its row is still as ``holder`` (its
+    token and expiry) says, given back or its holder known to act no more, and release the
+    job locks of the holder's process (they would block this plane until they expire);
+    whether it was still ``holder``'s to take (a holder that renewed it meanwhile keeps it).
+    Commits, or rolls back when it was not."""
+    same = and_(
+        Lease.id == LEASE,
+        Lease.lock_token.is_(None) if holder.token is None else Lease.lock_token == holder.token,
+        Lease.lock_expires_at.is_(None)
+        if holder.expires_at is None
+        else Lease.lock_expires_at == holder.expires_at,
+    )
     values = {"lock_token": token, "lock_expires_at": t + ttl, "lock_owner": owner}
-    if not locks.update_if_token(session, Lease, LEASE, holder.token, values):
-        session.rollback()
-        return False
-    if holder.owner is not None:
-        session.execute(
-            update(Job)
-            .where(Job.lock_owner == holder.owner)
-            .values(lock_token=None, lock_expires_at=None, lock_owner=None)
-            .execution_options(synchronize_session=False)
+    try:
+        taken = session.execute(
+            update(Lease).where(same).values(**values).execution_options(synchronize_session=False)
         )
-    session.commit()
+        if int(getattr(taken, "rowcount", 0) or 0) != 1:
+            session.rollback()
+            return False
+        if holder.token is not None and holder.owner is not None:
+            session.execute(
+                update(Job)
+                .where(Job.lock_owner == holder.owner)
+                .values(lock_token=None, lock_expires_at=None, lock_owner=None)
+                .execution_options(synchronize_session=False)
+            )
+        session.commit()
+    except BaseException:
+        session.rollback()  # neither the lease nor the job locks: nothing half taken
+        raise
     return True
 
 
@@ -232,94 +294,139 @@ def record_home(session: Session, token: str, home: str) -> None:
     session.commit()
 
 
+def _steady_for(
+    clock: Callable[[], float], steady: Callable[[], float] | None
+) -> Callable[[], float]:
+    """The clock a wait is measured on: ``steady`` when given, else
+    :func:`~danlu.server.loops.steady_clock` for the wall clock, or ``clock`` itself when it
+    is a caller's own (a test's), which then counts as both."""
+    if steady is not None:
+        return steady
+    return steady_clock if clock is time.time else clock
+
+
 def take_scheduler_lease(
     db: Database,
     settings: Settings,
     *,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
+    steady: Callable[[], float] | None = None,
+    watch: LeaseWatch | None = None,
 ) -> str:
     """Take the database's ``scheduler`` lease for a control plane that starts (before it
     serves or runs a pass): one control plane per database. Returns the lease's token, for
     the plane's loop (:meth:`~danlu.server.reconcile.Reconciler.hold_lease`).
 
-    A lease another plane holds is waited for until it lapses (its expiry, at most
-    :data:`LEASE_WAIT_CAP` seconds away, plus :data:`LEASE_GRACE`); a live holder renews it
-    meanwhile, and the start is refused. One whose expiry lay further ahead than that and
-    that no one renewed while this plane waited :data:`LEASE_WAIT_CAP` seconds is taken
-    over then: its plane is gone, and its expiry was written before a step of the clock
-    back (or on a host whose clock runs ahead), which held it that much longer; an
-    operator's restart was refused for it. A holder that was a process of this host that
-    is gone (the same home's plane, ``kill -9``'d) is taken over at once. A database whose
-    running jobs were launched from another home is refused too (:func:`foreign_runs`).
+    A lease another plane holds is watched (``watch``, on ``steady``: see
+    :func:`_steady_for`; give the one :func:`wait_before_upgrading` used, so that the wait
+    before the upgrade counts) until it is found dead (:meth:`LeaseWatch.lapsed`: no one
+    renewed it for its TTL and :data:`LEASE_GRACE` more, its expiry past, or for
+    :attr:`LeaseWatch.patience` seconds whatever its expiry) and taken over then; while its
+    holder renews it, the start is refused once :meth:`LeaseWatch.renewal_wait` seconds have
+    passed. A lease given back, or whose holder was a process
+    of this host that is gone (the same home's plane, ``kill -9``'d), is taken at once. A
+    database whose running jobs were launched from another home is refused too
+    (:func:`foreign_runs`); a start-up that fails after taking the lease gives it back.
     Raises :class:`ConfigError` naming the holder, or that home, and the fix."""
     token = secrets.token_hex(16)
     owner = owner_id()
     ttl = scheduler_lease_ttl(settings)
     home = plane_home(settings)
     shown = db.engine.url.render_as_string(hide_password=True)
+    read_steady = _steady_for(clock, steady)
+    watch = watch if watch is not None else LeaseWatch(ttl)
     deadline: float | None = None
-    watch = LeaseWatch(ttl)
+    first: Holder | None = None
     while True:
-        t = clock()
+        t, now = clock(), read_steady()
+        refusal = None
         with db.session() as session:
-            took = take_lease(session, token, owner, ttl, t)
+            took = take_lease(session, token, owner, ttl, t, watch, now, f"the database {shown}")
             if took is locks.LeaseTake.HELD:
                 holder = read_holder(session)
-                refusal = None
-                if watch.unrenewed(holder, t) and take_over(session, holder, token, owner, ttl, t):
-                    log_unrenewed(holder, t, f"the database {shown}", watch.patience)
-                    took = locks.LeaseTake.TAKEN
-            if took is not locks.LeaseTake.HELD:
-                refusal = foreign_runs(session, home, Path(settings.home).resolve())
-                if refusal is None:
-                    record_home(session, token, home)
-                    return token
+            else:
+                try:
+                    refusal = foreign_runs(session, home, Path(settings.home).resolve())
+                    if refusal is None:
+                        record_home(session, token, home)
+                        return token
+                except BaseException:  # not left held by a start-up that failed
+                    session.rollback()
+                    with contextlib.suppress(Exception):
+                        locks.release_if_token(session, Lease, [LEASE], token)
+                    raise
                 locks.release_if_token(session, Lease, [LEASE], token)
         if refusal is not None:
             raise ConfigError(f"cannot use the database {shown}: {refusal}")
         if deadline is None:
-            expires = holder.expires_at if holder.expires_at is not None else t
-            deadline = min(max(expires, t), t + LEASE_WAIT_CAP) + LEASE_GRACE
+            first = holder
+            deadline = now + watch.renewal_wait(holder, t)
             log.warning(
                 "another control plane (%s) holds the scheduler lease of the database %s; "
                 "waiting up to %.0f s for it to lapse",
                 holder.describe(),
                 shown,
-                deadline - t,
+                max(deadline - now, watch.ttl + LEASE_GRACE),
             )
-        if t >= deadline:
+        if now >= deadline and holder != first:  # renewed (or taken) meanwhile: alive
             raise ConfigError(
                 f"another control plane uses the database {shown}: {holder.describe()} holds "
                 "its scheduler lease and keeps renewing it (one control plane per database); "
                 "stop that one, or give this one another database (--database-url, "
                 "DANLU_DATABASE_URL)"
             )
-        sleep(min(LEASE_POLL, max(deadline - t, 0.01)))
+        sleep(min(LEASE_POLL, max(deadline - now, 0.01)))
 
 
 class LeaseWatch:
-    """Watches the ``scheduler`` lease another plane holds, on a clock of the watcher's (a
-    steady one, where it has one): a holder that renews it changes its row every pass, so a
-    row no one changed for :data:`LEASE_WAIT_CAP` seconds, yet unexpired, has a dead holder
-    whose expiry a step of the clock (or a host whose clock runs ahead) put far off. A
-    plane renews its lease every ``DANLU_INTERVAL`` seconds, and its lease lasts five of
-    them (:func:`scheduler_lease_ttl`): a watcher given its own ``ttl`` (planes sharing a
-    database share their settings) waits twice that where it is longer, so that a live
-    holder of a long interval is not taken for dead."""
+    """Watches the ``scheduler`` lease another plane holds, on a clock of the watcher's that
+    no one sets (:func:`~danlu.server.loops.steady_clock`): a live holder changes the
+    lease's row at every renewal (its expiry, every pass), so a row no one changed for the
+    lease's TTL has a holder that did not renew it in time, whatever the hosts' wall clocks
+    say. :meth:`lapsed` takes the holder for dead once the row stayed unchanged for
+    :attr:`ttl` and :data:`LEASE_GRACE` more with its expiry past on the watcher's wall
+    clock, or for :attr:`patience` whatever its expiry (a dead holder's expiry a step of the
+    clock back, or a host whose clock runs ahead, put far off). Its expiry alone is no sign:
+    a step of the watcher's clock ahead makes a live holder's lease look expired. A plane
+    renews its lease every ``DANLU_INTERVAL`` seconds, and its lease lasts five of them
+    (:func:`scheduler_lease_ttl`): a watcher given its own ``ttl`` (planes sharing a
+    database share their settings) waits twice that for an unexpired lease where that is
+    longer than :data:`LEASE_WAIT_CAP`, so that a live holder of a long interval is not
+    taken for dead."""
 
-    def __init__(self, ttl: float = 0.0) -> None:
-        self._seen: tuple[Holder, float] | None = None
+    def __init__(self, ttl: float = LEASE_MIN_TTL) -> None:
+        self._seen: tuple[tuple[str | None, str | None, float | None], float] | None = None
+        self.ttl = ttl
+        """The holder's lease's TTL (this plane's own: :func:`scheduler_lease_ttl`)."""
         self.patience = max(LEASE_WAIT_CAP, 2 * ttl)
-        """Seconds a row must stay unchanged for its holder to be taken for dead."""
+        """Seconds a row must stay unchanged for its holder to be taken for dead, whatever
+        its expiry."""
 
-    def unrenewed(self, holder: Holder, steady: float) -> bool:
-        """Whether ``holder`` (read at ``steady``, seconds) is the row this watch saw
-        :attr:`patience` seconds or more before, unchanged."""
-        if self._seen is None or self._seen[0] != holder:
-            self._seen = (holder, steady)
-            return False
-        return steady - self._seen[1] >= self.patience
+    def unchanged_for(self, holder: Holder, steady: float) -> float:
+        """Seconds (of the watch's clock; ``steady``: now) for which the lease's row has been
+        ``holder`` (its token, owner and expiry), 0 when it changed since the last look."""
+        seen = (holder.token, holder.owner, holder.expires_at)
+        if self._seen is None or self._seen[0] != seen:
+            self._seen = (seen, steady)
+            return 0.0
+        return steady - self._seen[1]
+
+    def lapsed(self, holder: Holder, t: float, steady: float) -> bool:
+        """Whether ``holder`` (read at ``t`` on the wall clock, ``steady`` on the watch's) is
+        dead: the row unchanged for :attr:`ttl` and :data:`LEASE_GRACE` more and its expiry
+        before ``t``, or unchanged for :attr:`patience`."""
+        unchanged = self.unchanged_for(holder, steady)
+        expired = holder.expires_at is None or holder.expires_at < t
+        return unchanged >= self.patience or (expired and unchanged >= self.ttl + LEASE_GRACE)
+
+    def renewal_wait(self, holder: Holder, t: float) -> float:
+        """Seconds after a first look at ``holder`` (at ``t`` on the wall clock) after which
+        a row renewed meanwhile is taken for a live holder's (its expiry then, at most
+        :attr:`patience`, and :data:`LEASE_GRACE` more); a row no one changes is waited for
+        until :meth:`lapsed` finds it dead."""
+        remaining = holder.expires_at - t if holder.expires_at is not None else 0.0
+        return min(self.patience, max(remaining, 0.0)) + LEASE_GRACE
 
     def forget(self) -> None:
         """Drop what was seen (this plane holds the lease)."""
@@ -345,20 +452,24 @@ def wait_before_upgrading(
     *,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
+    steady: Callable[[], float] | None = None,
+    watch: LeaseWatch | None = None,
 ) -> None:
     """Refuse to let a starting plane migrate a database another plane uses: a database at
-    an older revision of this danlu whose ``scheduler`` lease is held (unexpired, its holder
-    not a process of this host that is gone) is used by a plane of an older danlu, which
-    could not start on it again once migrated. Waits for the lease to lapse as
-    :func:`take_scheduler_lease` does (one that no one renewed while it waited
-    :data:`LEASE_WAIT_CAP` seconds, its expiry further ahead, lapsed too), and raises
-    :class:`ConfigError` naming the holder and the fix when it is renewed. Reads the lease's
-    columns of revision 0001, which every revision has. Call before
-    :func:`~danlu.server.db.upgrade_database`."""
+    an older revision of this danlu whose ``scheduler`` lease is held (not given back, its
+    holder not a process of this host that is gone) is used by a plane of an older danlu,
+    which could not start on it again once migrated. Watches the lease as
+    :func:`take_scheduler_lease` does (``watch``: give that one the same, so that a dead
+    holder is waited for once), goes on once its holder is found dead
+    (:meth:`LeaseWatch.lapsed`), and raises :class:`ConfigError` naming the holder and the
+    fix while it is renewed. Reads the lease's columns of revision 0001, which every
+    revision has. Call before :func:`~danlu.server.db.upgrade_database`."""
     engine = make_engine(db_url)
     shown = engine.url.render_as_string(hide_password=True)
+    read_steady = _steady_for(clock, steady)
+    watch = watch if watch is not None else LeaseWatch()
     deadline: float | None = None
-    watch = LeaseWatch()
+    first: Holder | None = None
     try:
         try:
             revision = known_older_revision(engine)
@@ -369,7 +480,7 @@ def wait_before_upgrading(
         if revision is None:
             return
         while True:
-            t = clock()
+            t, now = clock(), read_steady()
             with engine.connect() as conn:
                 row = conn.execute(
                     text(
@@ -378,17 +489,19 @@ def wait_before_upgrading(
                     ),
                     {"name": LEASE},
                 ).one_or_none()
-            if row is None or row.lock_expires_at is None or row.lock_expires_at < t:
+            if row is None or row.lock_token is None or row.lock_expires_at is None:
                 return
             if dead_here(row.lock_owner):
                 return
             holder = Holder(row.lock_token, row.lock_owner, row.lock_expires_at, None)
-            if watch.unrenewed(holder, t):
-                log_unrenewed(holder, t, f"upgrading the database {shown}")
+            if watch.lapsed(holder, t, now):
+                if row.lock_expires_at >= t:
+                    log_unrenewed(holder, t, f"upgrading the database {shown}", watch.patience)
                 return
             if deadline is None:
-                deadline = min(row.lock_expires_at, t + LEASE_WAIT_CAP) + LEASE_GRACE
-            if t >= deadline:
+                first = holder
+                deadline = now + watch.renewal_wait(holder, t)
+            if now >= deadline and holder != first:  # renewed meanwhile: alive
                 raise ConfigError(
                     f"another control plane ({describe_owner(row.lock_owner)}) uses the "
                     f"database {shown}, at revision {revision}, and keeps renewing its "
@@ -398,7 +511,7 @@ def wait_before_upgrading(
                     "per database); or give this one another database (--database-url, "
                     "DANLU_DATABASE_URL)"
                 )
-            sleep(min(LEASE_POLL, max(deadline - t, 0.01)))
+            sleep(min(LEASE_POLL, max(deadline - now, 0.01)))
     finally:
         engine.dispose()
 

@@ -71,7 +71,6 @@ from danlu.server.plane_lease import (
     LEASE,
     LeaseWatch,
     foreign_runs,
-    log_unrenewed,
     owner_id,
     plane_home,
     read_holder,
@@ -79,7 +78,6 @@ from danlu.server.plane_lease import (
     release_scheduler_lease,
     scheduler_lease_ttl,
     take_lease,
-    take_over,
 )
 from danlu.server.polling import PollStep
 from danlu.server.purge import Purger
@@ -239,7 +237,8 @@ class Reconciler(PollStep):
         self.clock_steps = ClockSteps()
         self.lease_watch = LeaseWatch(self.ttl)
         """Watches the lease another plane holds (on :attr:`monotonic`, else
-        :func:`~danlu.server.loops.steady_clock`): one no one renews is taken over."""
+        :func:`~danlu.server.loops.steady_clock`, or a test's ``now``): one no one renews is
+        taken over."""
         self._lock = threading.Lock()
         self._loop = PeriodicLoop(
             "danlu-reconcile",
@@ -314,7 +313,8 @@ class Reconciler(PollStep):
         the pass), and :meth:`run_once` reports them then too."""
         t0 = time.perf_counter()
         t = resolve_now(now)
-        if not self._lease(t):
+        steady_now = self.monotonic or (steady_clock if now is None else None)
+        if not self._lease(t, steady_now() if steady_now is not None else t):
             self.clock_steps.forget()  # the leader measures: its shifts are its own
             return report
         report.leader = True
@@ -331,6 +331,8 @@ class Reconciler(PollStep):
         upkeep.close_nodes(self.db, t, report)
         # exits first: a run that ended within its time limit or deadline succeeded
         to_launch = self._poll(t, now, report)
+        if not self._still_leading(t):  # the poll outlived the lease: the taker acts now
+            return report
         upkeep.expire(self.db, t, report)
         if due := [*report.expired, *report.timed_out]:  # their stop, now
             self._poll(t, now, report, only=due)
@@ -383,31 +385,36 @@ class Reconciler(PollStep):
             for error in errors:
                 self.metrics.count_reconcile_error(error)
 
-    def _lease(self, t: float) -> bool:
-        """Renew or take the ``scheduler`` lease; whether this loop may act this pass. A
+    def _lease(self, t: float, steady: float) -> bool:
+        """Renew or take the ``scheduler`` lease (at ``t``, the wall clock, and ``steady``,
+        the clock of :attr:`lease_watch`); whether this loop may act this pass. Another
+        plane's lease is taken over only once :attr:`lease_watch` finds its holder dead (no
+        one renewed it for its TTL, its expiry past, or for
+        :attr:`~danlu.server.plane_lease.LeaseWatch.patience` seconds, whatever its expiry:
+        :func:`~danlu.server.plane_lease.take_lease`), not on this host's clock alone. A
         loop that loses the lease (it hung past the TTL and another plane took it) says so
         and stops acting; one that takes it where another home's runs may be alive
-        (:func:`foreign_runs`) gives it back and says why. A lease no one renewed for
-        :data:`~danlu.server.plane_lease.LEASE_WAIT_CAP` seconds of :attr:`monotonic`,
-        though its expiry lies ahead (a step of the clock back since its plane died), is
-        taken over (:class:`~danlu.server.plane_lease.LeaseWatch`)."""
+        (:func:`foreign_runs`) gives it back and says why."""
         with self.db.session() as session:
-            took = take_lease(session, self.token, self.owner, self.ttl, t)
+            took = take_lease(
+                session, self.token, self.owner, self.ttl, t, self.lease_watch, steady
+            )
             if took is locks.LeaseTake.HELD:
-                holder = read_holder(session)
-                steady = (self.monotonic or steady_clock)()
-                if not self.lease_watch.unrenewed(holder, steady) or not take_over(
-                    session, holder, self.token, self.owner, self.ttl, t
-                ):
-                    if self._leading:
-                        self._lost_lease(holder.describe())
-                    self._leading = False
-                    return False
-                log_unrenewed(holder, t, "reconcile", self.lease_watch.patience)
-                took = locks.LeaseTake.TAKEN
-            self.lease_watch.forget()
+                if self._leading:
+                    self._lost_lease(read_holder(session).describe())
+                self._leading = False
+                return False
             if took is locks.LeaseTake.TAKEN:
-                refusal = foreign_runs(session, self.home, self.home_dir)
+                try:
+                    refusal = foreign_runs(session, self.home, self.home_dir)
+                    if refusal is None:
+                        record_home(session, self.token, self.home)
+                except BaseException:  # unchecked: given back, so the next take checks it
+                    session.rollback()
+                    with contextlib.suppress(Exception):
+                        locks.release_if_token(session, Lease, [LEASE], self.token)
+                    self._leading = False
+                    raise
                 if refusal is not None:
                     locks.release_if_token(session, Lease, [LEASE], self.token)
                     if refusal != self._refused:
@@ -415,7 +422,6 @@ class Reconciler(PollStep):
                     self._refused = refusal
                     self._leading = False
                     return False
-                record_home(session, self.token, self.home)
                 self._adopted = False  # another plane may have held it: re-attach
             self._refused = None
             self._leading = True
@@ -540,6 +546,17 @@ class Reconciler(PollStep):
         values = {"lock_expires_at": t + self.ttl}
         if not locks.update_if_token(session, Lease, LEASE, self.token, values):
             raise _LeaseLost(read_holder(session).describe())
+
+    def _still_leading(self, t: float) -> bool:
+        """Whether this loop's token still holds the ``scheduler`` lease (pushing its expiry
+        as at ``t``); when not (the pass outlived the lease: a poll's executor calls hung, and
+        another plane took it over) it says so and the pass ends, before its rules cancel,
+        release or submit jobs beside the plane that took it over."""
+        with self.db.session() as session:
+            if LEASE in locks.extend(session, Lease, [LEASE], self.token, self.ttl, t):
+                return True
+            self._lost_lease(read_holder(session).describe())
+            return False
 
     def _lost_lease(self, holder: str) -> None:
         """This loop's lease was taken over by ``holder``: say so; it stops acting."""

@@ -12,16 +12,20 @@ database have in common, so a step of a host's wall clock (an NTP step, ``date -
 them all at once, as that host sees them. A step forward makes every lock look expired to
 that host: only the lease holder's reconcile loop claims job rows (one pass at a time), so
 its own job locks are claimed by no one else; the ``scheduler`` lease is renewed with its
-token whatever its expiry says (:func:`extend`); and a webhook sender never claims the
-deliveries it is posting itself (``posting`` of
-:func:`~danlu.server.services.webhooks.claim_due`). A step back makes the locks written
+token whatever its expiry says (:func:`extend`), and another plane takes it over only once
+no one renewed it for its TTL as watched on that plane's steady clock, never on its expiry
+alone (:func:`~danlu.server.plane_lease.take_lease`), so a standby whose clock stepped ahead
+neither leads nor claims job rows beside the live holder; and a webhook sender never claims
+the deliveries it is posting itself (``posting`` of
+:func:`~danlu.server.services.webhooks.claim_due`), though a sender on a host whose clock
+stepped ahead may claim, and post a second time, one that another plane's sender is still
+posting. A step back makes the locks written
 before it last the step's length longer: a claimer may give ``longest``, the longest a lock
 of its kind is ever taken for (a webhook claim's is the same on every plane), and a lock
 whose expiry lies further ahead than that counts as expired (:func:`free`: a dead sender's
-claims are not held back an hour). The ``scheduler`` lease's length differs between planes
-(``DANLU_INTERVAL``): it is judged by its holder's renewals instead
-(:class:`~danlu.server.plane_lease.LeaseWatch`), and the job locks of a holder found dead
-are released with it (:func:`~danlu.server.plane_lease.take_over`).
+claims are not held back an hour). The ``scheduler`` lease is judged by its holder's
+renewals instead (:class:`~danlu.server.plane_lease.LeaseWatch`), and the job locks of a
+holder found dead are released with it (:func:`~danlu.server.plane_lease.take_over`).
 
 Each helper here runs and COMMITS its own short transaction: call it on a session with no
 pending work of its own.
@@ -180,6 +184,17 @@ class LeaseTake(enum.Enum):
     """Another token holds the lease (unexpired): nothing changed."""
 
 
+def ensure_lease(session: Session, name: str) -> None:
+    """Make the named singleton lease's row if there is none yet (free). Commits."""
+    if session.get(Lease, name) is None:
+        try:
+            with session.begin_nested():
+                session.add(Lease(id=name))
+        except IntegrityError:
+            pass  # another process created it first
+        session.commit()
+
+
 def take_lease(
     session: Session,
     name: str,
@@ -188,15 +203,11 @@ def take_lease(
     now: float | None = None,
     owner: str | None = None,
 ) -> LeaseTake:
-    """Take (or renew, with the same token) the named singleton lease, saying which.
+    """Take (or renew, with the same token) the named singleton lease, saying which: one
+    whose expiry has passed on this host's clock is taken (the ``scheduler`` lease is taken
+    over by its holder's renewals instead: :func:`~danlu.server.plane_lease.take_lease`).
     Commits."""
-    if session.get(Lease, name) is None:
-        try:
-            with session.begin_nested():
-                session.add(Lease(id=name))
-        except IntegrityError:
-            pass  # another process created it first
-        session.commit()
+    ensure_lease(session, name)
     if name in extend(session, Lease, [name], token, ttl, now):
         return LeaseTake.RENEWED
     if name in claim(session, Lease, [name], token, ttl, now, owner):
