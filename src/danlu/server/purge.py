@@ -22,6 +22,7 @@ from danlu.core.spec import file_url_path
 from danlu.executors import Executor
 from danlu.server.db import Database
 from danlu.server.loops import clock_due
+from danlu.server.plane_lease import EXECUTOR_STATE
 from danlu.server.services import metrics, retention, users
 
 log = logging.getLogger(__name__)
@@ -78,61 +79,89 @@ def remove(path: Path) -> None:
 
 class NamedDirectories:
     """The directories under ``checkpoints`` (danlu's, one per job: ``checkpoints/JOB_ID``)
-    that some job's spec names as its ``checkpoint_dir``: the same directory, one inside it
-    (``checkpoints/JOB_ID/run2``) or one containing it (``checkpoints`` itself, the home), each
-    path as written and with its links resolved, a ``file://`` URL as its path
-    (:func:`local_path`). A job continuing another's training in the
-    directory that one was given does so: the directory is the naming job's from then on.
+    that some job's spec names (:func:`retention.spec_paths`): as its ``checkpoint_dir``, the
+    same directory, one inside it (``checkpoints/JOB_ID/run2``) or one containing it
+    (``checkpoints`` itself, the home); as its ``workdir``, the same directory or one inside
+    it (a user's home directory holding danlu's home, ``~/.danlu``, names none of danlu's
+    directories); each path as written and with its links resolved, a ``file://`` URL as its
+    path (:func:`local_path`). A job continuing another's training in the directory that one
+    was given, or ran in, does so: the directory is the naming job's from then on.
+
+    So too the executor's directories of a job under ``executor`` (the home's executor state
+    next to ``checkpoints``: ``executor/work/JOB_ID``, a Slurm job's working directory when
+    its spec gave none, ``executor/runs/JOB_ID``) that a spec names, the directory or one
+    inside it: a job continuing where another ran without a ``workdir`` names that one's.
 
     Every job's spec counts, whatever its state, the purged ones included. The specs are read
     incrementally (:meth:`read`, :data:`retention.SPECS_A_PASS` jobs at most a call) and each
-    path resolved when it is read; only those that name something under ``checkpoints`` are
-    kept."""
+    path resolved when it is read; only those that name something under ``checkpoints`` or
+    ``executor`` are kept."""
 
-    def __init__(self, checkpoints: Path) -> None:
+    def __init__(self, checkpoints: Path, executor: Path | None = None) -> None:
         self.checkpoints = checkpoints
+        self.executor = checkpoints.parent / EXECUTOR_STATE if executor is None else executor
         self.read_to = 0
         """The highest ``seq`` of the jobs read."""
         self.names: dict[str, str] = {}
         """A directory's name under ``checkpoints`` -> the first spec's path naming it."""
         self.everything: str | None = None
         """The first spec's path naming ``checkpoints`` itself or a directory containing it."""
+        self.executor_names: dict[str, str] = {}
+        """A job id whose directory under ``executor`` (``executor/KIND/JOB_ID``) a spec names
+        -> the first spec's path naming it."""
 
     def read(self, session: Session) -> bool:
         """Read the specs of the jobs submitted since the last call (and
         :data:`retention.REREAD` before); whether every job's is read now."""
         after = max(0, self.read_to - retention.REREAD)
-        rows = retention.spec_checkpoint_dirs(session, after, retention.SPECS_A_PASS)
+        rows = retention.spec_paths(session, after, retention.SPECS_A_PASS)
         roots = _spellings(self.checkpoints)
-        for _, path in rows:
-            local = None if path is None else local_path(path)
-            if local is not None:
-                self._add(local, roots)
+        executor_roots = _spellings(self.executor)
+        for _, checkpoint_dir, workdir in rows:
+            for path, containing in ((checkpoint_dir, True), (workdir, False)):
+                local = None if path is None else local_path(path)
+                if local is not None:
+                    self._add(local, roots, executor_roots, containing=containing)
         if rows:
             self.read_to = max(self.read_to, rows[-1][0])
         return len(rows) < retention.SPECS_A_PASS
 
-    def _add(self, path: str, roots: set[Path]) -> None:
+    def _add(
+        self, path: str, roots: set[Path], executor_roots: set[Path], *, containing: bool
+    ) -> None:
+        """Record what ``path`` names; ``containing``: a directory containing ``checkpoints``
+        names every directory under it."""
         for named in _spellings(path):
             for root in roots:
                 if root.is_relative_to(named):
-                    self.everything = self.everything or path
+                    if containing:
+                        self.everything = self.everything or path
                 elif named.is_relative_to(root):
                     self.names.setdefault(named.relative_to(root).parts[0], path)
+            for root in executor_roots:
+                parts = named.relative_to(root).parts if named.is_relative_to(root) else ()
+                if len(parts) >= 2:  # executor/KIND/JOB_ID or inside it
+                    self.executor_names.setdefault(parts[1], path)
 
     def naming(self, name: str) -> str | None:
         """The path of a spec that names ``checkpoints/name``, or None."""
         return self.names.get(name, self.everything)
+
+    def naming_executor(self, job_id: str) -> str | None:
+        """The path of a spec that names a directory of job ``job_id`` under ``executor``
+        (or one inside it), or None."""
+        return self.executor_names.get(job_id)
 
 
 class Purger:
     """Deletes, a batch at a time and for at most :data:`retention.PASS_SECONDS` a pass, at
     most every :data:`retention.EVERY` seconds while no backlog is left, what finished jobs
     left behind: the checkpoint directory danlu made under ``checkpoints`` (unless a job's
-    spec names it: :class:`NamedDirectories`), the executor's records and logs, then the
-    metric rows. That order leaves a job whose directory cannot be deleted whole, its log
-    still there; it is tried again :data:`retention.EVERY` seconds later, the others
-    meanwhile. ``days`` <= 0: never."""
+    spec names it: :class:`NamedDirectories`), the executor's records, logs and directories
+    (unless a job's spec names one of those directories), then the metric rows. That order
+    leaves a job whose directory cannot be deleted whole, its log still there; it is tried
+    again :data:`retention.EVERY` seconds later, the others meanwhile. ``days`` <= 0:
+    never."""
 
     def __init__(self, db: Database, executor: Executor, checkpoints: Path, days: float) -> None:
         self.db = db
@@ -213,7 +242,8 @@ class Purger:
 
     def _delete_files(self, job_id: str) -> None:
         """The job's own checkpoint directory (unless a spec names it), then what the
-        executor keeps of it, its log last."""
+        executor keeps of it, its log last (unless a spec names the executor's directory of
+        the job: the executor deletes its records, log and directories together)."""
         own = self.checkpoints / job_id  # job ids are validated names
         naming = self.named.naming(job_id)
         if naming is None:
@@ -221,9 +251,20 @@ class Purger:
         elif os.path.lexists(own):
             log.info(
                 "retention: left %s (job %s's checkpoint directory): a job's spec names %s "
-                "as its checkpoint_dir, so it is that job's",
+                "as its checkpoint_dir or workdir, so it is that job's",
                 own,
                 job_id,
                 naming,
             )
-        self.executor.discard(job_id)
+        naming = self.named.naming_executor(job_id)
+        if naming is None:
+            self.executor.discard(job_id)
+        else:
+            log.info(
+                "retention: left what the executor keeps of job %s (its records, log and "
+                "directories under %s): a job's spec names %s as its checkpoint_dir or "
+                "workdir, so it is that job's",
+                job_id,
+                self.named.executor,
+                naming,
+            )

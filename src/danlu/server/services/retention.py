@@ -6,9 +6,12 @@ that stored some, ``job_metric_keys``), its logs and run records (the executor's
 :meth:`~danlu.executors.Executor.discard`) and the checkpoint directory danlu made for it
 under the home (never a spec's ``checkpoint_dir``: that is the user's). A directory danlu made
 that some job's spec names as its ``checkpoint_dir`` (the same directory, one inside it or one
-containing it, links resolved, as a path or a ``file://`` URL), as a job continuing another's
-training does, has become that job's: it stays for good (:func:`spec_checkpoint_dirs`). The
-job itself and its events stay, with ``purged_at`` set, so ``danlu ls`` and ``danlu show``
+containing it, links resolved, as a path or a ``file://`` URL) or its ``workdir`` (the same
+directory or one inside it), as a job continuing another's training does, has become that
+job's: it stays for good (:func:`spec_paths`); so does the executor's directory of the job
+(a Slurm job's working directory, ``executor/work/JOB_ID``) that one names (that directory
+or one inside it), and the executor's records and log with it. The job itself and its
+events stay, with ``purged_at`` set, so ``danlu ls`` and ``danlu show``
 still tell what happened. The reconcile loop purges a batch at a time (:data:`BATCH`): the
 files first, outside any transaction (the checkpoint directory, then the executor's records
 and log, so that a job whose directory cannot be deleted keeps its log until it is tried
@@ -54,29 +57,36 @@ def due(
 ) -> list[str]:
     """The finished jobs not purged yet that finished more than ``days`` ago, oldest
     first (the index ``ix_jobs_purged_at_finished_at``), but those in ``skip`` (their files
-    could not be deleted lately: they must not hold up the rest)."""
+    could not be deleted lately: they must not hold up the rest). ``skip`` is passed over
+    as the ids are read, not sent with the query: with every job failing (a disk not
+    mounted) it holds tens of thousands, past the parameters a statement may bind."""
     cutoff = resolve_now(now) - days * DAY
     query = (
         select(Job.id)
         .where(Job.purged_at.is_(None), Job.finished_at < cutoff, Job.state.in_(_FINISHED))
         .order_by(Job.finished_at, Job.seq)
-        .limit(limit)
+        .limit(limit + len(skip))
     )
-    if skip:
-        query = query.where(Job.id.not_in(sorted(skip)))
-    return list(session.scalars(query))
+    return [job_id for job_id in session.scalars(query) if job_id not in skip][:limit]
 
 
-def spec_checkpoint_dirs(
+def spec_paths(
     session: Session, after: int, limit: int = SPECS_A_PASS
-) -> list[tuple[int, str | None]]:
-    """``(seq, the spec's checkpoint_dir)`` of the jobs after ``seq`` ``after``, in ``seq``
-    order, at most ``limit``: of every job, whatever its state, the purged ones included (what
-    a spec names is its user's, also once its job was purged). ``None`` where the spec names
-    none."""
-    named = Job.spec["checkpoint_dir"].as_string()
-    query = select(Job.seq, named).where(Job.seq > after).order_by(Job.seq).limit(limit)
-    return [(seq, path if isinstance(path, str) else None) for seq, path in session.execute(query)]
+) -> list[tuple[int, str | None, str | None]]:
+    """``(seq, the spec's checkpoint_dir, its workdir)`` of the jobs after ``seq`` ``after``,
+    in ``seq`` order, at most ``limit``: of every job, whatever its state, the purged ones
+    included (what a spec names is its user's, also once its job was purged). ``None`` where
+    the spec names none."""
+    named = (Job.spec["checkpoint_dir"].as_string(), Job.spec["workdir"].as_string())
+    query = select(Job.seq, *named).where(Job.seq > after).order_by(Job.seq).limit(limit)
+    return [
+        (seq, _text(checkpoint_dir), _text(workdir))
+        for seq, checkpoint_dir, workdir in session.execute(query)
+    ]
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def purged(session: Session, job_id: str, now: float | None = None) -> None:
