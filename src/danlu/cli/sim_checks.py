@@ -24,8 +24,10 @@ PLOT_FORMATS = ("png", "svg", "pdf")
 
 
 def check_plot(path: Path | None) -> None:
-    """Refuse a ``--plot`` file whose extension is not one of :data:`PLOT_FORMATS`, before
-    the simulation runs (matplotlib would fail after it, or add an extension itself)."""
+    """Refuse a ``--plot`` file whose extension is not one of :data:`PLOT_FORMATS`, or a
+    ``--plot`` where matplotlib cannot be imported (installed without its dependencies, or
+    broken), before the simulation runs: matplotlib would fail after it, or add an extension
+    itself; without it the run ended in a traceback once it was done."""
     if path is None:
         return
     kind = path.suffix.lower().lstrip(".")
@@ -35,6 +37,13 @@ def check_plot(path: Path | None) -> None:
         raise ConfigError(
             f"--plot {path} has {got}; name a file ending in {shown} (e.g. timeline.png)"
         )
+    try:
+        import matplotlib  # noqa: F401  (the plot's import, made before the run)
+    except ImportError as exc:
+        raise ConfigError(
+            f"--plot needs matplotlib, which cannot be imported here ({exc}); install it "
+            "(pip install matplotlib) or leave --plot out"
+        ) from None
 
 
 def check_load(load: float) -> None:
@@ -134,7 +143,9 @@ def check_synthetic(given: Collection[str]) -> None:
 def _positive_duration(flag: str, text: str) -> float:
     seconds = parse_duration(text, flag)
     if not (math.isfinite(seconds) and seconds > 0):
-        raise ConfigError(f"{flag} must be a duration above 0, e.g. 30d, 2h or 30m")
+        raise ConfigError(
+            f"{flag} must be a duration above 0 and finite, e.g. 30d, 2h or 30m; got {text!r}"
+        )
     return seconds
 
 

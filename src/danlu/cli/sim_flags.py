@@ -103,7 +103,8 @@ def check_choice(flag: str, kind: str, name: str, valid: Iterable[str]) -> None:
     known = list(valid)
     if name in known:
         return
-    near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    near = [k for k in known if k.lower() == name.lower()]  # FIFO: no close match as cased
+    near = near or difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     hint = f"did you mean {near[0]}? " if near else ""
     raise ConfigError(f"{flag}: unknown {kind} {name!r}; {hint}valid: {', '.join(known)}")
 
@@ -172,5 +173,19 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def parse_options(pairs: list[str]) -> dict[str, Any]:
-    """``--option key=value`` policy options (:func:`danlu.config.parse_option_pairs`)."""
-    return parse_option_pairs(pairs, "--option")
+    """``--option key=value`` policy options (:func:`danlu.config.parse_option_pairs`), each
+    option once, as ``--quota`` and ``--project-share`` take each name once: given twice
+    (``--option fgd_weight=1 --option fgd-weight=2``, ``-`` read as ``_``), the last
+    silently won."""
+    options: dict[str, Any] = {}
+    given: dict[str, str] = {}
+    for pair in pairs:
+        ((name, value),) = parse_option_pairs([pair], "--option").items()
+        if name in given:
+            raise ConfigError(
+                f"--option names {name!r} more than once ({given[name]} and {pair}); "
+                "give each option once"
+            )
+        given[name] = pair
+        options[name] = value
+    return options

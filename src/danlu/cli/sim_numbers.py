@@ -46,5 +46,10 @@ JobsOpt = Annotated[
 ]
 SeedOpt = Annotated[
     int,
-    int_option("--seed", help="Seed of the synthetic workload (without --workload).", example="1"),
+    int_option(
+        "--seed",
+        help="Seed of the synthetic workload (without --workload).",
+        example="1",
+        low=0,
+    ),
 ]

@@ -44,7 +44,8 @@ Formats, recognised from the CSV header:
 
 Files are UTF-8 text, with or without a byte-order mark (a byte that is not UTF-8 is
 reported on its line); spaces around the header's column names and the fields
-(``name, submit_time, gpus, duration``) are ignored; numbers are written with the
+(``name, submit_time, gpus, duration``) are ignored, and so is the names' case
+(``Name,Submit_Time`` is ``name,submit_time``); numbers are written with the
 digits 0-9 (``1_000`` and other scripts' digits are refused, not read as 1000). A row
 too short to hold a column it needs is refused naming the columns it lacks (optional
 columns it lacks are read as empty), and so is one with a value beyond the header's
@@ -163,9 +164,24 @@ def detect_format(header: list[str], path: Path | None = None) -> str:
             "; this looks like JSON: a workload is a CSV file whose first line names the "
             "columns (as examples/workloads/two-teams.csv)"
         )
+    elif len(header) == 1 and (separator := _other_separator(header[0])):
+        hint = (
+            f"; the line holds no comma but {separator}: a workload's columns are separated "
+            "by commas (save the file as comma-separated CSV)"
+        )
     raise DataError(
         f"{where}unrecognised workload columns {sorted(columns)}; expected one of {described}{hint}"
     )
+
+
+_OTHER_SEPARATORS = {"\t": "tabs", ";": "semicolons", "|": "vertical bars"}
+"""The separators a spreadsheet writes instead of commas, by how an error calls them."""
+
+
+def _other_separator(line: str) -> str:
+    """How the error calls the separator of ``line``, a header read as one column, if it
+    holds one of :data:`_OTHER_SEPARATORS` (a tab- or semicolon-separated file); else empty."""
+    return next((called for sep, called in _OTHER_SEPARATORS.items() if sep in line), "")
 
 
 def repeated_columns(header: Sequence[str]) -> list[str]:
@@ -225,7 +241,7 @@ def _rows(path: Path) -> Iterator[tuple[list[str], Iterator[tuple[int, dict[str,
             if first is None:
                 raise DataError(f"{path}: empty file, expected a header line such as {example}")
             raise DataError(f"{path}, line 1: blank; the first line must be the header ({example})")
-        header = [name.strip() for name in first]
+        header = _column_names(first)
         repeated = repeated_columns(header)
         if repeated:
             raise DataError(repeated_message(path, repeated))
@@ -245,6 +261,17 @@ def _rows(path: Path) -> Iterator[tuple[list[str], Iterator[tuple[int, dict[str,
                 raise DataError(_unreadable(path, start, exc)) from None
 
         yield header, rows()
+
+
+def _column_names(first: list[str]) -> list[str]:
+    """The header's column names, stripped of spaces and in lower case (``Name,Submit_Time``
+    is ``name,submit_time``: every format's columns are lower case, and a spreadsheet's
+    ``Name`` was refused as an unrecognised header while an optional ``Project`` was ignored,
+    every job then in project ``default``). A name whose lower case the header also has as
+    written (``Name`` beside ``name``) is kept as it is, an extra column, as before."""
+    names = [name.strip() for name in first]
+    written = set(names)
+    return [name if name.lower() in written else name.lower() for name in names]
 
 
 _ROW_FIX = "quote a value holding a comma, or name every column in the header"
@@ -681,6 +708,8 @@ def synthetic_workload(jobs: int = 200, seed: int = 0, hours: float = 8.0) -> Wo
             f"jobs (--jobs) must be a whole number from 1 to {MOST_SYNTHETIC_JOBS:,}, got {jobs!r}"
         )
     check_whole("seed (--seed)", seed, "0")  # a list raised a bare TypeError in random
+    if seed < 0:  # random.Random seeds with |seed|: -1 drew seed 1's workload under a new name
+        raise ConfigError(f"seed (--seed) must be a whole number of 0 or more, e.g. 1; got {seed}")
     check_real("hours", hours, "8.0")  # a string, with a bare TypeError below
     if not 0 <= hours <= MOST_SECONDS / 3600.0:  # NaN too: it compares false
         raise ConfigError(
