@@ -91,14 +91,16 @@ function actionFailed(text) {
 
 async function perform(label, call) {
   // one action of the user: call() asks the API, then the page is refreshed; a failure is
-  // shown, and kept, as "label: why"
+  // shown, and kept, as "label: why", and the page refreshed as well: an action refused
+  // because its job changed meanwhile (cancelled from the cli between the page's refresh and
+  // the click) shows the job as it is now at once, not its stale row and buttons
   session.actionError = "";
   try {
     await call();
-    await refresh();
   } catch (error) {
     actionFailed(label + ": " + error.message);
   }
+  await refresh();
 }
 
 function isAdmin() {
@@ -133,22 +135,58 @@ function reasonAfterState(state, reason) {
   return said.startsWith(": ") ? said.slice(2) : said.trimStart();
 }
 
+const BINARY_UNITS = [["KiB", 1024], ["MiB", 1024 ** 2], ["GiB", 1024 ** 3], ["TiB", 1024 ** 4]];
+const MAX_BYTES = 2 ** 62;  // the largest size the server accepts (danlu.core.units.MAX_BYTES)
+
 function bytes(n) {
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let value = Number(n) || 0;
-  let i = 0;
-  while (value >= 1024 && i < units.length - 1) {
-    value /= 1024;
-    i += 1;
+  // a byte count as the server and the cli show it (danlu.core.units.format_bytes, one rule):
+  // the fewest decimals, one to three, that are the size exactly ("1.25TiB" for 1280GiB,
+  // "80.0GiB"), else three significant digits with at least one decimal ("1.04GiB",
+  // "79.2GiB", "123.4GiB"); the unit chosen by the number as printed (never "1024.0KiB")
+  const size = n === null || n === undefined ? 0 : Number(n);
+  if (Number.isNaN(size)) return "nan";
+  if (!Number.isFinite(size)) return size > 0 ? "inf" : "-inf";
+  if (Math.abs(size) < 1024) return Math.trunc(size) + "B";
+  if (Math.abs(size) > MAX_BYTES) return threeDigits(size / 1024 ** 4) + "TiB";
+  const sign = size < 0 ? "-" : "";
+  const exact = Number.isInteger(size) ? BigInt(Math.abs(size)) : null;
+  for (const [unit, scale] of BINARY_UNITS) {
+    const shown = shownInUnit(Math.abs(size) / scale, scale, exact);
+    if (unit === "TiB" || Number(shown) < 1024) return sign + shown + unit;
   }
-  return value.toFixed(i ? 1 : 0) + units[i];
+  return "";  // unreachable: TiB is the last unit
+}
+
+function shownInUnit(value, scale, exact) {
+  // value (in units of scale bytes) as bytes() shows it: the fewest decimals, one to three,
+  // whose number of units is exact bytes to the byte, else three significant digits
+  if (exact !== null) {
+    for (const decimals of [1, 2, 3]) {
+      const shown = value.toFixed(decimals);
+      // shown x scale == exact, in whole numbers: (shown without its point) x scale == exact x 10^d
+      if (BigInt(shown.replace(".", "")) * BigInt(scale) === exact * 10n ** BigInt(decimals)) {
+        return shown;
+      }
+    }
+  }
+  return Number(value.toFixed(2)) < 10 ? value.toFixed(2) : value.toFixed(1);
+}
+
+function threeDigits(value) {
+  // Python's "%.3g" of a number past a thousand: "9.09e+295", "4.19e+06", "5e+06"
+  const [mantissa, exponent] = value.toExponential(2).split("e");
+  const digits = exponent.replace(/^[+-]/, "");
+  const trimmed = mantissa.includes(".") ? mantissa.replace(/\.?0+$/, "") : mantissa;
+  return trimmed + "e" + exponent[0] + (digits.length < 2 ? "0" : "") + digits;
 }
 
 function age(seconds) {
   // how long ago the moment seconds (an API time) was, by the server's clock (see serverNow())
+  // (a moment ahead of it, its clock stepped back, is "0s"); the unit is chosen by the number
+  // as shown, so that 119.6 s is "2m", not "120s", and 47.99 h "2d", not "48.0h"
   const s = Math.max(0, serverNow() - seconds);
-  if (s < 120) return Math.round(s) + "s";
-  if (s < 7200) return Math.round(s / 60) + "m";
-  if (s < 172800) return (s / 3600).toFixed(1) + "h";
+  if (Math.round(s) < 120) return Math.round(s) + "s";
+  if (Math.round(s / 60) < 120) return Math.round(s / 60) + "m";
+  if (Number((s / 3600).toFixed(1)) < 48) return (s / 3600).toFixed(1) + "h";
   return Math.round(s / 86400) + "d";
 }
