@@ -274,7 +274,13 @@ def nonlinear_allocation(lives: Mapping[int, Sequence[int]]) -> str:
     contrastive loss) makes the fitted lines wrong away from the traced points, by a term the
     traced points hide. Frees are not compared: their order among one another may differ
     from trace to trace (the autocast cache's casts) in curves not put in one order, which
-    moves the curve without any size being non-linear."""
+    moves the curve without any size being non-linear.
+
+    A size that stays the same over part of the traced range and changes over another is
+    named as such, with the fix: a buffer sized by something other than b below some batch
+    size (``--target cpu``'s batch normalisation kernels keep a buffer per CPU thread they
+    run on, and small batches run on fewer threads) is linear from there on, so larger
+    traced batch sizes fit it; a ``b x b`` matrix grows at every b."""
     bs = sorted(lives)
     if len(bs) < 3:
         return ""
@@ -286,10 +292,21 @@ def nonlinear_allocation(lives: Mapping[int, Sequence[int]]) -> str:
         for i in range(len(bs) - 2):
             (b0, b1, b2), (s0, s1, s2) = bs[i : i + 3], sizes[i : i + 3]
             if (s2 - s1) * (b1 - b0) != (s1 - s0) * (b2 - b1):
+                where = (
+                    f"{s0}, {s1} and {s2} bytes at b = {b0}, {b1} and {b2}, event {t} of the "
+                    "measured step"
+                )
+                if s0 == s1 or s1 == s2:
+                    return (
+                        f"an allocation of the step is not linear in b ({where}: flat over "
+                        "part of the range, e.g. a CPU kernel's buffer sized by the threads "
+                        "it runs on, as batch normalisation's with --target cpu), and the fit "
+                        f"is linear in b; trace larger batch sizes (e.g. {bs[-1] * 2}, "
+                        f"{bs[-1] * 4} and {bs[-1] * 8}), where it is linear"
+                    )
                 return (
-                    f"an allocation of the step is not linear in b ({s0}, {s1} and {s2} bytes "
-                    f"at b = {b0}, {b1} and {b2}, event {t} of the measured step: e.g. a "
-                    f"b x b matrix), and the fit is linear in b"
+                    f"an allocation of the step is not linear in b ({where}: e.g. a b x b "
+                    "matrix), and the fit is linear in b"
                 )
     return ""
 
