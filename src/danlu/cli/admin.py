@@ -172,11 +172,17 @@ def _os_account(value: str | None) -> str | None:
     return None if value.lower() in _NONE else value
 
 
+def gpu_count(gpus: float) -> str:
+    """A number of GPUs in words: ``1 GPU``, ``0.5 GPU`` (a part of one), ``2 GPUs``, ``0
+    GPUs``."""
+    return f"{gpus:g} GPU" + ("" if 0 < gpus <= 1 else "s")
+
+
 def _user_line(data: dict[str, Any]) -> str:
     account = data.get("os_user")
     runs = f", jobs run as OS account {as_text(account)}" if account else ""
     quota = data.get("quota_gpus")
-    limit = f", at most {float(quota):g} GPUs" if quota is not None else ""
+    limit = f", at most {gpu_count(float(quota))}" if quota is not None else ""
     return f"user {as_text(data.get('name'))} ({as_text(data.get('role'))}){runs}{limit}"
 
 
@@ -507,7 +513,7 @@ def _members_text(data: dict[str, Any]) -> str:
 def _project_line(data: dict[str, Any]) -> str:
     gpus = data.get("quota_gpus")
     memory = data.get("quota_gpu_memory")
-    quota_gpus = "no GPU quota" if gpus is None else f"at most {gpus:g} GPUs"
+    quota_gpus = "no GPU quota" if gpus is None else f"at most {gpu_count(gpus)}"
     quota_memory = "no memory quota" if memory is None else f"at most {format_bytes(memory)}"
     return (
         f"project [bold]{as_text(data.get('name'))}[/bold]: priority "

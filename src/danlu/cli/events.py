@@ -113,6 +113,12 @@ def line(event: dict[str, Any]) -> str:
     return "  ".join(parts) + visible(said)
 
 
+def print_line(event: dict[str, Any]) -> None:
+    """Print ``event`` as its :func:`line`, never folded however narrow the output: ``danlu
+    events -f | grep`` and ``danlu events | grep`` see each event whole."""
+    console.print(escape(line(event)), highlight=False, soft_wrap=True)
+
+
 def follow(
     client: Client, shown: Sequence[dict[str, Any]], query: dict[str, Any], reads: int = 0
 ) -> None:
@@ -129,8 +135,7 @@ def follow(
     while True:
         problems: list[str] = []
         for event in checked_events(list(shown), problems):
-            # one line however narrow the output: `danlu events -f | grep` sees it whole
-            console.print(escape(line(event)), highlight=False, soft_wrap=True)
+            print_line(event)
         report(problems)  # and goes on following
         if reads and done >= reads:
             return
@@ -174,7 +179,8 @@ def events(
     token: TokenOpt = None,
 ) -> None:
     """Job state changes across the cluster (your jobs', unless admin): when, which job,
-    from which state to which, and why; the newest --limit since --since."""
+    from which state to which, and why; the newest --limit since --since (into a pipe or a
+    file, one change a line)."""
     if follow_on and json_out:
         raise fail(
             "--follow and --json cannot be combined: --json prints them once; leave out one of them"
@@ -206,7 +212,12 @@ def events(
         console.print("no events", highlight=False)
         return
     problems: list[str] = []
-    console.print(table(checked_events(found, problems)))
+    checked = checked_events(found, problems)
+    if console.is_terminal:
+        console.print(table(checked))
+    else:  # a pipe or a file: one event a line, as -f prints them (a table folds its cells)
+        for event in checked:
+            print_line(event)
     fail_on(problems)
 
 

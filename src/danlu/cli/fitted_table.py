@@ -36,6 +36,20 @@ def needed_width(console: Console, table: Table, floors: Mapping[str, int]) -> i
     return total
 
 
+def print_whole(console: Console, table: Table) -> None:
+    """Print ``table`` on ``console``: on a terminal fitted to its width, as Rich does (a
+    cell cut to ``0.45…`` where the table is wider); into a pipe or a file, as wide as its
+    widest cells, none cut (``danlu metrics JOB | cat`` at the 80 columns a console assumes
+    there showed ``20:4…`` for a time, ``grad…`` for a header). ``table`` is changed: its
+    width set."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    whole = Measurement.get(console, console.options.update_width(WIDE), table).maximum
+    table.width = whole
+    console.print(table, crop=False)
+
+
 class FittedTable:
     """A table laid out for the width it is printed at: :meth:`table`, or, where that
     cannot show every cell whole (:func:`needed_width` with :attr:`FLOORS`), :meth:`lines`,

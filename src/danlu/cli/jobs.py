@@ -388,6 +388,9 @@ def cancel(
     if json_out:
         print_json(data)
         return
+    if data.get("state") in STOPPING:  # answered still RUNNING: CANCELLED once the run exits
+        _job_line(data, False, "cancelling", "stopping it (SIGTERM, then SIGKILL after its grace)")
+        return
     _job_line(data, False, "cancelled")
 
 
@@ -447,7 +450,8 @@ def hold(
     """Hold a job: it is not scheduled until `danlu release` (a running one is preempted by
     checkpoint first, and resumes from it when released)."""
     data = ask(home, url, token, lambda c: c.update_job(job, held=True))
-    _job_line(data, json_out, "held")
+    stopping = data.get("state") in STOPPING  # preempted by checkpoint in the next round
+    _job_line(data, json_out, "held", "stopping it to wait (checkpoint first)" if stopping else "")
 
 
 def release(
@@ -479,12 +483,20 @@ def release(
     )
 
 
-def _job_line(data: dict[str, Any], json_out: bool, what: str) -> None:
+STOPPING = (JobState.RUNNING.value, JobState.PREEMPTING.value)
+"""The states in which a job that ``danlu cancel`` or ``danlu hold`` was answered still has
+a run, which is being stopped: the API answers the state it is in meanwhile."""
+
+
+def _job_line(data: dict[str, Any], json_out: bool, what: str, doing: str = "") -> None:
+    """``{what} job ID: STATE`` (``--json``: the reply), then ``, {doing}`` where given:
+    what happens to the job now, where its state alone read as if nothing had."""
     if json_out:
         print_json(data)
         return
+    said = f", {doing}" if doing else ""
     console.print(
-        f"{what} job [bold]{as_text(data.get('id'))}[/bold]: {as_text(data.get('state'))}"
+        f"{what} job [bold]{as_text(data.get('id'))}[/bold]: {as_text(data.get('state'))}{said}"
     )
 
 

@@ -59,10 +59,18 @@ def reason_after_state(state: object, reason: object) -> str:
     state's (an events table): what :func:`after_state` writes after the state, without its
     ``: ``, so that the row says the state once: ``by alice`` beside CANCELLED (for
     ``cancelled by alice``), ``on n1:0`` beside RUNNING, ``out of memory`` beside FAILED
-    (for ``failed: out of memory``); a reason that does not begin with the state's word as
-    it is. Plain text, for :func:`as_text`; empty for no reason."""
+    (for ``failed: out of memory``), ``exit code 1; out of restarts (1 of 1)`` beside FAILED
+    (for ``failed (exit code 1); out of restarts (1 of 1)``: the parenthesis that went on
+    from the word opened, which began the cell with ``(``); a reason that does not begin
+    with the state's word as it is. Plain text, for :func:`as_text`; empty for no reason."""
     said = after_state(state, reason)
-    return said[2:] if said.startswith(": ") else said.lstrip()
+    rest = said[2:] if said.startswith(": ") else said.lstrip()
+    if rest.startswith("(") and not said.startswith(": "):
+        closed = rest.find(")")
+        if closed > 0 and "(" not in rest[1:closed]:  # "(exit code 1); ...": unwrapped
+            return (rest[1:closed] + rest[closed + 1 :]).strip()
+        return str(reason)  # the parenthesis left as the reason has it, with its word
+    return rest
 
 
 def note_lines(notes: object) -> list[str]:

@@ -15,6 +15,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from danlu.cli.fitted_table import print_whole
 from danlu.cli.follow import PAGE, GapCursor, content, read_pages
 from danlu.cli.jobs import connect, console, fail, fail_on, print_json, report
 from danlu.cli.markup import as_text
@@ -39,6 +40,10 @@ DEFAULT_COLUMNS = 8
 FOLLOW_SECONDS = 2.0
 """Seconds between two reads while following."""
 _OWN = ("step", "time")
+CHECKPOINT = "checkpoint_step"
+"""The field of a record saying a checkpoint was committed at that step (``danlu.train``'s
+record of a save: ``step``, ``time`` and this alone). Not a metric: the table gives it a
+``checkpoint`` column of its own, shown where a record holds one, whatever ``--keys``."""
 RUN_FIELDS = ("attempt", "rollback", "superseded")
 """The fields the API adds to a record read with ``superseded=true`` or by cursor: the
 attempt whose run reported it, its rollback generation within that attempt (only above 0:
@@ -48,11 +53,11 @@ rollback went back over it."""
 
 def metric_keys(records: Sequence[dict[str, Any]], most: int = DEFAULT_COLUMNS) -> list[str]:
     """The metric names of ``records`` holding numbers, in the order first reported, at most
-    ``most`` of them."""
+    ``most`` of them; :data:`CHECKPOINT` is none."""
     keys: list[str] = []
     for record in records:
         for key, value in record.items():
-            if key in _OWN or key in keys:
+            if key in _OWN or key == CHECKPOINT or key in keys:
                 continue
             if isinstance(value, int | float) and not isinstance(value, bool):
                 keys.append(key)
@@ -96,7 +101,8 @@ def picked(record: dict[str, Any], keys: Sequence[str], runs: bool = False) -> d
 
 def table(records: Sequence[dict[str, Any]], keys: Sequence[str], runs: bool = False) -> Table:
     """``records`` as a table: step, time of day, with ``runs`` the attempt that reported
-    each and whether it is superseded (``yes``/``no``), and ``keys``; every cell is text,
+    each and whether it is superseded (``yes``/``no``), ``keys``, and where a record holds
+    one (and ``keys`` leave it out), the :data:`CHECKPOINT` it says; every cell is text,
     never markup (a string metric may hold ``[/val]``), its control characters written as
     escapes (:func:`~danlu.core.metric_record.visible`: a name stored before the API
     refused them, a string value, must not act on the terminal or split a row)."""
@@ -108,11 +114,16 @@ def table(records: Sequence[dict[str, Any]], keys: Sequence[str], runs: bool = F
         out.add_column("superseded")
     for key in keys:
         out.add_column(escape(visible(key)), justify="right")
+    checkpoints = CHECKPOINT not in keys and any(CHECKPOINT in record for record in records)
+    if checkpoints:  # a save's record: its own column, not a row of "-"
+        out.add_column("checkpoint", justify="right")
     for record in records:
         cells = [escape(str(record.get("step"))), _clock(record.get("time"))]
         if runs:
             cells += [_attempt(record), "yes" if record.get("superseded") else "no"]
         cells += [escape(visible(cell(record.get(key)))) for key in keys]
+        if checkpoints:
+            cells.append(escape(visible(cell(record.get(CHECKPOINT)))))
         out.add_row(*cells)
     return out
 
@@ -130,13 +141,16 @@ def _attempt(record: dict[str, Any]) -> str:
 def line(record: dict[str, Any], keys: Sequence[str], runs: bool = False) -> str:
     """One record as a line: ``step 120  12:00:01  loss 0.5312  lr 0.001``, with ``runs``
     ``step 120  12:00:01  attempt 2  loss 0.5312`` (``attempt 1  superseded`` for one a
-    later attempt went back over); control characters in names and values written as
+    later attempt went back over), ending ``checkpoint_step 120`` where the record says a
+    checkpoint (:data:`CHECKPOINT`); control characters in names and values written as
     escapes, as in :func:`table`."""
     parts = [f"step {record.get('step')}", _clock(record.get("time"))]
     if runs:
         parts.append(f"attempt {_attempt(record)}")
         parts += ["superseded"] if record.get("superseded") else []
     parts += [f"{visible(key)} {visible(cell(record[key]))}" for key in keys if key in record]
+    if CHECKPOINT in record and CHECKPOINT not in keys:
+        parts.append(f"{CHECKPOINT} {visible(cell(record[CHECKPOINT]))}")
     return "  ".join(parts)
 
 
@@ -278,7 +292,7 @@ def metrics(
     shown = chosen or metric_keys(
         [without_run_fields(r) for r in records] if superseded else records
     )
-    console.print(table(records, shown, runs=superseded))
+    print_whole(console, table(records, shown, runs=superseded))  # a pipe: no cell cut
     fail_on(problems)
 
 

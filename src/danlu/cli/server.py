@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from danlu.cli.interrupt import INTERRUPTED
 from danlu.cli.options import fail, float_option, path_of, refuse_empty
 from danlu.core.errors import ConfigError, DanluError
 from danlu.core.values import plain_number_text
@@ -141,6 +143,7 @@ def _start(
     ray_address: str | None = None,
 ) -> None:
     from danlu.config import parse_option_pairs
+    from danlu.core.fake_gpus import parse_fake_gpus
     from danlu.server.main import Prepared, prepare, run
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -157,6 +160,8 @@ def _start(
         }
         for key, fix in EMPTY_FIXES.items():
             refuse_empty(f"--{key.replace('_', '-')}", given[key], fix)
+        if fake_gpus:  # its grammar's error names the flag: the settings' named it twice
+            parse_fake_gpus(fake_gpus)
         options = parse_option_pairs(policy_option, "--policy-option") if policy_option else None
         settings = _settings(
             home=home,
@@ -188,7 +193,24 @@ def _start(
         print(f"dashboard: {p.url}/dashboard/", flush=True)
         print("press Ctrl-C to stop", flush=True)
 
-    run(prepared, ready)
+    try:
+        run(prepared, ready)
+    except KeyboardInterrupt:  # uvicorn stopped, then raised the Ctrl-C again
+        command = "up" if show_token else "server"
+        stopped(f"danlu {command} --home {prepared.settings.home}")
+        raise typer.Exit(code=INTERRUPTED) from None
+
+
+def stopped(again: str) -> None:
+    """Say, on stdout after the start-up's lines, that the control plane stopped (Ctrl-C)
+    and what became of the jobs: it stops none (docs/deploy.md, "Restarts lose nothing"),
+    and ``again`` (the command that starts it on this home) adopts those still running.
+    Said nothing before, which read as if the jobs had stopped with it."""
+    with contextlib.suppress(OSError):  # stdout gone with the terminal: nobody to tell
+        print(
+            f"danlu stopped; its running jobs keep running, and the next {again} adopts them",
+            flush=True,
+        )
 
 
 def up(

@@ -433,28 +433,37 @@ def prepare(
     mode 0600), find the GPUs, bind the port and build the app with its local executor,
     whose reconcile loop holds that lease. The URL handed to the jobs and the CLI names
     :func:`advertised_host` (this host's name for a wildcard ``host``). What can be checked
-    without making anything (the settings, ``port``, ``host``, ``fake_gpus``) is checked
-    before the home is made: a refused start-up leaves no home behind."""
+    without making anything (the settings, ``port``, ``host``, ``fake_gpus``; for a home not
+    made yet, the port bound) is checked before the home is made: a refused start-up leaves
+    no home behind."""
     home = Path(settings.home)
     check_run_as(settings)
     check_executor_settings(settings, fake_gpus)  # before anything is made
     build_policy(settings)  # an unknown policy or option too (built again with the app)
     # the port and the address too (bound once the store is open), and a bad --fake-gpus
     # (read again by find_inventory; the setting's was checked when the settings were read)
-    check_port(settings.port if port is None else port)
+    wanted_port = settings.port if port is None else port
+    check_port(wanted_port)
     check_listen_address(host)
     if settings.executor == "local" and fake_gpus:
         fake_inventory(fake_gpus)
+    # a new home's port is bound before the home is made: a port taken left the home made
+    # (admin.token, danlu.db, logs/); an existing home's is bound later, so that a second
+    # plane on it is told the home is in use, not that the port is
+    sock: socket.socket | None = None if os.path.exists(home) else bind(host, wanted_port)
     try:
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
         home_lock = lock_home(home)
-    except OSError as exc:
+    except BaseException as exc:
+        if sock is not None:
+            sock.close()
+        if not isinstance(exc, OSError):
+            raise
         raise ConfigError(
             f"--home {str(home)!r} (DANLU_HOME) cannot be used: {exc.strerror or exc}; give a "
             "directory this user can create and write"
         ) from None
     lease: str | None = None
-    sock: socket.socket | None = None
     executor: Executor | None = None
     try:
         if settings.run_as == "user":
@@ -473,7 +482,7 @@ def prepare(
             if settings.executor != "local"
             else find_inventory(fake_gpus or settings.fake_gpus, announce)
         )
-        sock = bind(host, settings.port if port is None else port)
+        sock = sock or bind(host, wanted_port)
         bound_host, bound_port = sock.getsockname()[:2]
         reached = advertised_host(bound_host, announce)
         shown = f"[{reached}]" if ":" in reached else reached
