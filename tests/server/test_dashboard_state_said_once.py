@@ -28,6 +28,8 @@ CASES = [
     ("FAILED", "failed:"),
     ("FAILED", "failed"),
     ("FAILED", "failed (exit code 3); out of restarts (0 of 0)"),
+    ("FAILED", "failed (no exit code (killed)); out of restarts"),
+    ("FAILED", "failed (unclosed"),
     ("CANCELLED", "cancelled by alice"),
     ("RUNNING", "running on n1:0"),
     ("FAILED", "failedover to node-1"),

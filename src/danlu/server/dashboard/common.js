@@ -130,9 +130,20 @@ function afterState(state, reason) {
 
 function reasonAfterState(state, reason) {
   // the reason of a change into state in a column of its own beside the state's (an events
-  // table): afterState's words without their ": " ("by alice" beside CANCELLED)
+  // table): afterState's words without their ": " ("by alice" beside CANCELLED); a
+  // parenthesis that went on from the state's word is unwrapped ("exit code 1; out of
+  // restarts (1 of 1)" beside FAILED for "failed (exit code 1); ..."), else the reason is
+  // said whole (danlu.cli.markup.reason_after_state, one rule)
   const said = afterState(state, reason);
-  return said.startsWith(": ") ? said.slice(2) : said.trimStart();
+  const rest = said.startsWith(": ") ? said.slice(2) : said.trimStart();
+  if (rest.startsWith("(") && !said.startsWith(": ")) {
+    const closed = rest.indexOf(")");
+    if (closed > 0 && !rest.slice(1, closed).includes("(")) {
+      return (rest.slice(1, closed) + rest.slice(closed + 1)).trim();
+    }
+    return String(reason);
+  }
+  return rest;
 }
 
 const BINARY_UNITS = [["KiB", 1024], ["MiB", 1024 ** 2], ["GiB", 1024 ** 3], ["TiB", 1024 ** 4]];
