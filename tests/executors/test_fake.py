@@ -67,6 +67,43 @@ def test_preempt_checkpoints_or_is_killed_and_cancel() -> None:
     )
 
 
+def test_a_cancel_with_a_grace_checkpoints_or_is_killed_as_a_preemption() -> None:
+    """As the real executors: with a grace (the control plane's, else the launch's own
+    ``preempt_grace``) the run checkpoints within it (exit 75) or is killed when it ends,
+    the stop recorded as a cancel; a later cancel without one kills it at once."""
+    world = FakeWorld()
+    ex = FakeExecutor(Cluster.homogeneous(1, 4), world)
+    world.script("ckpt", duration=100, checkpoint_seconds=4)
+    world.script("stubborn", duration=100, checkpoint_seconds=None)
+    world.script("late", duration=100, checkpoint_seconds=None)
+    world.script("own", duration=100, checkpoint_seconds=None)
+    a, b, d = (ex.submit(_job(n)) for n in ("ckpt", "stubborn", "late"))
+    own = ex.submit(JobLaunch("own", ("python",), preempt_grace=8.0))
+    for handle in (a, b, d):
+        ex.cancel(handle, 5.0)
+    ex.cancel(own, 1.0)
+    world.clock.advance(4)
+    status = ex.poll(a)
+    assert (status.outcome, status.exit_code, status.stop_reason) == (
+        Outcome.PREEMPTED,
+        75,
+        StopReason.CANCEL,
+    )
+    assert ex.poll(b).running and ex.poll(own).running
+    ex.cancel(d)  # a later cancel with the short grace: killed now
+    assert (ex.poll(d).exit_code, ex.poll(d).finished_at) == (137, 4)
+    world.clock.advance(1)
+    status = ex.poll(b)
+    assert (status.outcome, status.exit_code, status.stop_reason) == (
+        Outcome.FAILED,
+        137,
+        StopReason.CANCEL,
+    )
+    assert ex.poll(own).running  # its own 8 s, not the 1 s given
+    world.clock.advance(3)
+    assert (ex.poll(own).exit_code, ex.poll(own).finished_at) == (137, 8)
+
+
 @pytest.mark.parametrize("grace", [float("nan"), "5", None])
 def test_a_preempt_grace_that_is_not_seconds_is_refused(grace: object) -> None:
     """As the real executors refuse it (``check_grace``), before the run is touched: ``nan``

@@ -25,7 +25,6 @@ from danlu.executors import (
     InvalidLaunchError,
     JobAlreadyRunningError,
     JobLaunch,
-    LaunchError,
     LocalExecutor,
     Outcome,
     StopReason,
@@ -172,8 +171,9 @@ def test_a_job_starts_in_its_workdir_and_a_missing_one_is_refused(
     )
     assert wait(ex, handle).outcome is Outcome.SUCCEEDED
     assert ex.logs(handle)[0].decode().strip() == str(here)
-    with pytest.raises(LaunchError, match=r"working directory .* is missing"):
+    with pytest.raises(InvalidLaunchError, match=r"workdir: .*gone.* is not a directory") as e:
         ex.submit(JobLaunch("wd2", (PY, "-c", "pass"), workdir=str(tmp_path / "gone")))
+    assert e.value.field == "workdir"  # the control plane fails the job: no restart helps
 
 
 def test_shell_metacharacters_are_literal(ex: LocalExecutor, tmp_path: Path) -> None:

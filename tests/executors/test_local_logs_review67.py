@@ -12,8 +12,8 @@ import pytest
 
 from danlu.executors import (
     Handle,
+    InvalidLaunchError,
     JobLaunch,
-    LaunchError,
     LocalExecutor,
     Outcome,
     UnknownHandleError,
@@ -35,7 +35,7 @@ def _ran_then_refused(ex: LocalExecutor, workdir: Path) -> None:
         time.sleep(0.02)
     assert status.outcome is Outcome.SUCCEEDED
     workdir.rmdir()
-    with pytest.raises(LaunchError, match="is missing"):
+    with pytest.raises(InvalidLaunchError, match="is not a directory"):
         ex.submit(JobLaunch("j1", (PY, "-c", "pass"), workdir=str(workdir), attempt=2))
     assert ex.adopt() == []  # no record of either run is left
 

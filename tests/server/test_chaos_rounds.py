@@ -90,9 +90,9 @@ class _Flaky(FakeExecutor):
         self._maybe_fail("preempt")
         super().preempt(handle, grace_seconds)
 
-    def cancel(self, handle: Handle) -> None:
+    def cancel(self, handle: Handle, grace_seconds: float | None = None) -> None:
         self._maybe_fail("cancel")
-        super().cancel(handle)
+        super().cancel(handle, grace_seconds)
 
 
 def _held(db: Database, nodes: int | None) -> dict[str, Usage]:

@@ -86,7 +86,7 @@ def test_the_log_reads_after_the_restart_finds_its_workdir_gone(
         job = submit(c, body)
         done = wait_state(c, job["id"], {"FAILED", "SUCCEEDED", "CANCELLED"})
         assert (done["state"], done["restarts"]) == ("FAILED", 1)
-        assert "is missing" in _events(c, job["id"])[-1]
+        assert "is not a directory" in _events(c, job["id"])[-1]
         _assert_finished_log_reads(live, c, job["id"])
 
 
@@ -113,7 +113,7 @@ def test_the_log_reads_after_a_released_job_is_refused_at_its_relaunch(
         assert c.patch(f"/jobs/{job['id']}", json={"held": False}).status_code == 200
         done = wait_state(c, job["id"], {"FAILED", "SUCCEEDED", "CANCELLED"})
         assert done["state"] == "FAILED"
-        assert "is missing" in _events(c, job["id"])[-1]
+        assert "is not a directory" in _events(c, job["id"])[-1]
         _assert_finished_log_reads(live, c, job["id"])
 
 

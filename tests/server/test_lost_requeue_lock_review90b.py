@@ -32,13 +32,13 @@ class _SlowCancel(FakeExecutor):
         self.at = at
         self.cancelled: list[str] = []
 
-    def cancel(self, handle: Handle) -> None:
+    def cancel(self, handle: Handle, grace_seconds: float | None = None) -> None:
         self.cancelled.append(handle.job_id)
         with self.db.session() as s:  # the lock expired during the cancel
             assert locks.claim(s, Job, [handle.job_id], "other-loop", 60.0, self.at) == [
                 handle.job_id
             ]
-        super().cancel(handle)
+        super().cancel(handle, grace_seconds)
 
 
 def test_a_lost_jobs_requeue_is_not_written_after_its_lock_was_taken_over(

@@ -87,10 +87,10 @@ class _NodeUnreachable(FakeExecutor):
             raise ExecutorError(f"cannot reach node b for {handle.key}")
         return super().poll(handle)
 
-    def cancel(self, handle: Handle) -> None:
+    def cancel(self, handle: Handle, grace_seconds: float | None = None) -> None:
         if handle.job_id in self.on_b:
             raise ExecutorError(f"cannot reach node b for {handle.key}")
-        super().cancel(handle)
+        super().cancel(handle, grace_seconds)
 
 
 def test_jobs_on_a_node_gone_are_requeued_without_waiting_on_their_runs(

@@ -1,8 +1,8 @@
 """How the reconcile loop settles a run's exit, against the in-memory executor: a run that
 exits 75 on its own resumes as a preempted one; a run that ended within its time limit or
 deadline ends as it exited however late its exit is seen; a run's GPUs are charged up to
-its exit, not up to when the exit was seen; and a deadline's or time limit's stop gives the
-job its preemption grace to checkpoint, where a user's cancel does not."""
+its exit, not up to when the exit was seen; and a deadline's or time limit's stop, and a
+user's cancel, give the job its preemption grace to checkpoint."""
 
 from __future__ import annotations
 
@@ -169,7 +169,10 @@ def test_a_limits_stop_gives_the_job_its_preemption_grace_to_checkpoint(
         loop.stop()
 
 
-def test_a_users_cancel_stops_the_run_with_the_cancel_grace(db: Database, tmp_path: Path) -> None:
+def test_a_users_cancel_gives_the_run_its_preemption_grace(db: Database, tmp_path: Path) -> None:
+    """A cancel is delivered as a cancel (the job ends CANCELLED) with the job's own
+    ``preempt_grace`` (60 s) to checkpoint, not a short fixed grace: the run that takes
+    30 s to checkpoint still runs 6 s later, and ends with its checkpoint's exit 75."""
     spec = {"name": "cancelled", "time_limit": 1000, "preempt_grace": 60}
     loop, world, (job_id,) = _loop(db, tmp_path, [spec])
     world.script(job_id, duration=1000, checkpoint_seconds=30)
@@ -177,9 +180,39 @@ def test_a_users_cancel_stops_the_run_with_the_cancel_grace(db: Database, tmp_pa
         loop.run_once(now=NOW)
         with db.session() as s:
             jobs.cancel_job(s, job_id, now=NOW + 5)
+        world.clock.advance(5)
         assert loop.run_once(now=NOW + 5).stopped == [job_id]
-        assert world.runs[job_id].stop_reason is StopReason.CANCEL
-        loop.run_once(now=NOW + 6)
+        run = world.runs[job_id]
+        assert run.stop_reason is StopReason.CANCEL and not run.stop_kills
+        world.clock.advance(6)
+        assert loop.run_once(now=NOW + 11).settled == []
+        with db.read_session() as s:
+            assert jobs.get_job(s, job_id).state == "RUNNING"
+        world.clock.advance(30)
+        assert loop.run_once(now=NOW + 41).settled == [job_id]
+        with db.read_session() as s:
+            job = jobs.get_job(s, job_id)
+            assert (job.state, job.exit_code) == ("CANCELLED", 75)
+    finally:
+        loop.stop()
+
+
+def test_a_cancelled_run_that_ignores_sigterm_is_killed_after_the_control_planes_grace(
+    db: Database, tmp_path: Path
+) -> None:
+    """A job whose spec names no ``preempt_grace`` gets the control plane's
+    (``DANLU_PREEMPT_GRACE``, here 20 s) before its SIGKILL."""
+    loop, world, (job_id,) = _loop(db, tmp_path, [{"name": "stubborn"}], preempt_grace=20)
+    world.script(job_id, duration=1000, checkpoint_seconds=None)  # ignores SIGTERM
+    try:
+        loop.run_once(now=NOW)
+        with db.session() as s:
+            jobs.cancel_job(s, job_id, now=NOW)
+        assert loop.run_once(now=NOW).stopped == [job_id]
+        world.clock.advance(19)
+        assert loop.run_once(now=NOW + 19).settled == []
+        world.clock.advance(1)
+        assert loop.run_once(now=NOW + 20).settled == [job_id]
         with db.read_session() as s:
             job = jobs.get_job(s, job_id)
             assert (job.state, job.exit_code) == ("CANCELLED", 137)
@@ -239,7 +272,7 @@ def test_a_job_cancelled_while_queued_after_a_failed_run_has_no_exit_code(
 
 def test_a_new_run_clears_the_exit_code_of_the_one_before(db: Database, tmp_path: Path) -> None:
     """Restarted after a failure (exit 1), the job runs again: no exit code while it runs,
-    and one cancelled then ends with its own run's (the kill's 137)."""
+    and one cancelled then ends with its own run's (its checkpoint's 75)."""
     loop, world, (job_id,) = _loop(db, tmp_path, [{"name": "j", "max_restarts": 3}])
     world.script(job_id, duration=5, outcome=Outcome.FAILED)
     try:
@@ -257,6 +290,6 @@ def test_a_new_run_clears_the_exit_code_of_the_one_before(db: Database, tmp_path
         loop.run_once(now=NOW + 107)
         with db.read_session() as s:
             job = jobs.get_job(s, job_id)
-            assert (job.state, job.exit_code) == ("CANCELLED", 137)
+            assert (job.state, job.exit_code) == ("CANCELLED", 75)
     finally:
         loop.stop()

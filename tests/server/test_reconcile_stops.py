@@ -40,11 +40,11 @@ class FlakyExecutor(FakeExecutor):
             raise ExecutorError(f"cannot reach the run of {handle.key}")
         super().preempt(handle, grace_seconds)
 
-    def cancel(self, handle: Handle) -> None:
+    def cancel(self, handle: Handle, grace_seconds: float | None = None) -> None:
         if self.cancel_failures > 0:
             self.cancel_failures -= 1
             raise ExecutorError(f"cannot reach the run of {handle.key}")
-        super().cancel(handle)
+        super().cancel(handle, grace_seconds)
 
 
 def _submitted(db: Database, inventory: Cluster, *names: str) -> list[str]:
@@ -102,17 +102,19 @@ def test_a_moved_job_cancelled_before_its_new_run_launched_stops_its_old_run(
 ) -> None:
     moved = _moved_unstopped(db, tmp_path)
     loop, world, mover, other = moved.loop, moved.world, moved.mover, moved.other
-    moved.policy.plans += [Plan(), Plan(), Plan(starts=(Start(other, _gpu(0)),))]
+    moved.policy.plans += [Plan(), Plan(), Plan(), Plan(starts=(Start(other, _gpu(0)),))]
     old = world.runs[mover]
     with db.session() as s:
         jobs.cancel_job(s, mover, now=NOW + 25)
     report = loop.run_once(now=NOW + 30)
-    # the old run is killed; the job is recorded cancelled (and its GPU free) once the
-    # next pass finds that run exited
+    # the old run is cancelled with the job's grace (it checkpoints, 30 s); the job is
+    # recorded cancelled (and its GPU free) once a pass finds that run exited
     assert report.stopped == [mover] and report.settled == []
-    assert old.stop_reason is StopReason.CANCEL
+    assert (old.stop_reason, old.stop_kills) == (StopReason.CANCEL, False)
     assert _state(db, mover) == "RUNNING"
     world.clock.advance(1)
+    assert loop.run_once(now=NOW + 31).settled == []
+    world.clock.advance(29)
     assert loop.run_once(now=NOW + 35).settled == [mover]
     assert _state(db, mover) == "CANCELLED"
     assert loop.run_once(now=NOW + 40).launched == [other]  # GPU 0 is free indeed
@@ -136,7 +138,9 @@ def test_a_moved_job_is_not_settled_while_its_old_run_cannot_be_stopped(
     assert _state(db, mover) == "RUNNING" and old.stop_reason is None
     report = loop.run_once(now=NOW + 40)  # the executor answers again
     assert report.stopped == [mover] and old.stop_reason is StopReason.CANCEL
-    assert loop.run_once(now=NOW + 50).settled == [mover]  # the old run has exited
+    assert loop.run_once(now=NOW + 50).settled == []  # checkpointing, within its grace
+    moved.world.clock.advance(30)
+    assert loop.run_once(now=NOW + 80).settled == [mover]  # the old run has exited
     assert _state(db, mover) == "CANCELLED"
     loop.stop()
 

@@ -584,8 +584,13 @@ class Executor(ABC):
         Returns at once; poll to see it exit. A no-op for a run that already exited."""
 
     @abstractmethod
-    def cancel(self, handle: Handle) -> None:
-        """Stop the run for good (SIGTERM, then SIGKILL after the executor's short grace)."""
+    def cancel(self, handle: Handle, grace_seconds: float | None = None) -> None:
+        """Stop the run for good: SIGTERM now, SIGKILL after ``grace_seconds`` (the run's own
+        grace, its launch's ``preempt_grace``, overrides it, as at :meth:`preempt`: the
+        control plane cancelling a job gives it the time to checkpoint that a preemption
+        does), or, with None, after the executor's short cancel grace (a run no job owns).
+        The stop is recorded as a cancel (:attr:`StopReason.CANCEL`) either way. Returns at
+        once; a no-op for a run that already exited."""
 
     @abstractmethod
     def adopt(self) -> list[Handle]:

@@ -185,9 +185,17 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
         own = run.launch.preempt_grace
         self._stop(run, StopReason.PREEMPT, grace_seconds if own is None else own)
 
-    def cancel(self, handle: Handle) -> None:
-        """The run ends now (killed)."""
-        self._stop(self._run(handle), StopReason.CANCEL, 0.0)
+    def cancel(self, handle: Handle, grace_seconds: float | None = None) -> None:
+        """With ``grace_seconds`` None the run ends now (killed); else as at :meth:`preempt`
+        (its checkpoint, or killed after its own grace or else ``grace_seconds``), the stop
+        recorded as a cancel."""
+        if grace_seconds is None:
+            self._stop(self._run(handle), StopReason.CANCEL, 0.0, now=True)
+            return
+        grace_seconds = check_grace(grace_seconds)
+        run = self._run(handle)
+        own = run.launch.preempt_grace
+        self._stop(run, StopReason.CANCEL, grace_seconds if own is None else own)
 
     def adopt(self) -> list[Handle]:
         """Every run of the world not forgotten."""
@@ -235,17 +243,20 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
             raise UnknownHandleError(f"no fake run {handle.key}")
         return run
 
-    def _stop(self, run: FakeRun, reason: StopReason, grace: float) -> None:
+    def _stop(self, run: FakeRun, reason: StopReason, grace: float, now: bool = False) -> None:
+        """Stop the running ``run``: killed at once (``now``), else it checkpoints within
+        ``grace`` or is killed when it ends. A later stop only brings its end forward."""
         if not self._status(run).running:
             return
-        now = self.world.clock()
+        t = self.world.clock()
         ckpt = run.script.checkpoint_seconds
         run.stop_reason = reason
-        if reason is StopReason.CANCEL or ckpt is None or ckpt > grace:
-            delay = 0.0 if reason is StopReason.CANCEL else grace
-            run.stop_at, run.stop_kills = now + delay, True
-        else:
-            run.stop_at, run.stop_kills = now + ckpt, False
+        if now or ckpt is None or ckpt > grace:
+            end = t + (0.0 if now else grace)
+            if run.stop_at is None or end < run.stop_at:
+                run.stop_at, run.stop_kills = end, True
+        elif run.stop_at is None or t + ckpt < run.stop_at:
+            run.stop_at, run.stop_kills = t + ckpt, False
             if run.script.resumable:  # the checkpoint holds the work done until it ends
                 end = min(run.stop_at, self._natural_end(run))
                 self.world.saved[run.launch.job_id] = run.resumed_from + end - run.started_at
@@ -264,7 +275,7 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
             )
         if end < natural or (run.stop_at is not None and end == run.stop_at):
             code: int | None = 137 if run.stop_kills else PREEMPTED_EXIT_CODE
-            preempted = run.stop_reason is StopReason.PREEMPT
+            preempted = run.stop_reason is StopReason.PREEMPT or not run.stop_kills
             outcome = Outcome.PREEMPTED if preempted else Outcome.FAILED
         else:
             outcome = run.script.outcome

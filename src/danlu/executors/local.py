@@ -60,6 +60,7 @@ from danlu.executors.base import (
     job_environment,
 )
 from danlu.executors.errors import (
+    InvalidLaunchError,
     LaunchError,
     NodeLaunchError,
     is_node_fault,
@@ -107,8 +108,8 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
     ``(node, gpu)`` to the value for ``CUDA_VISIBLE_DEVICES`` (default: the flat GPU number,
     ``cluster.gpu_offset(node) + gpu``). ``base_env`` is the environment jobs start from (the
     caller passes ``os.environ`` or a curated mapping; this module reads no environment).
-    ``cancel_grace`` is the SIGTERM-to-SIGKILL delay of :meth:`cancel`. ``heartbeat`` is
-    how often (seconds) each run's supervisor touches its sign of life
+    ``cancel_grace`` is the SIGTERM-to-SIGKILL delay of a :meth:`cancel` given no grace.
+    ``heartbeat`` is how often (seconds) each run's supervisor touches its sign of life
     (:data:`~danlu.executors.supervise.HEARTBEAT`): a run lost with its supervisor is charged
     up to that much less than it ran. ``log_max_bytes`` caps each job's log (0: no cap):
     past it, its supervisor moves the log's newest part to ``JOB_ID.log.1`` at a heartbeat
@@ -222,15 +223,22 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         earlier run of the same job id still runs (or one was launched into the same state
         directory while this launch was being made: its records are left alone),
         :class:`GpusBusyError` while a run of another job still holds one of its GPUs (see
-        :func:`busy_gpus`), :class:`LaunchError` when it cannot start (a file it cannot write:
-        its ``log_dir`` a file, or not this user's), :class:`NodeLaunchError` when the host
-        cannot (a full disk). Either way no run is left recorded (by this launch)."""
+        :func:`busy_gpus`), :class:`InvalidLaunchError` (field ``workdir``) for a ``workdir``
+        that is not a directory of this host, :class:`LaunchError` when it cannot start (a
+        file it cannot write: its ``log_dir`` a file, or not this user's),
+        :class:`NodeLaunchError` when the host cannot (a full disk). Either way no run is
+        left recorded (by this launch)."""
         account = self._account(job)
         run_dir = self._clear_for(job, self._cluster)
         if job.workdir is not None and account is None and not Path(job.workdir).is_dir():
             # (run as an account, the job finds out as that account: whether a path the
             # account cannot reach exists is none of its business)
-            raise LaunchError(f"working directory {job.workdir!r} of job {job.job_id} is missing")
+            # (this executor's one host: it will not appear by itself, so no restart helps)
+            raise InvalidLaunchError(
+                "workdir",
+                f"{job.workdir!r} of job {job.job_id} is not a directory on this host; "
+                "create it, or submit the job again with a workdir that exists",
+            )
         try:
             return self._start(job, run_dir, account)
         except OSError as exc:  # (the run directory, if this launch made it, is removed)

@@ -128,7 +128,7 @@ class RayStops(RunDirExecutor):
         if reason is StopReason.CANCEL:
             grace = self._cancel_grace
         else:
-            grace = self._stop_grace(launch, reason, self._preempt_grace)
+            grace = self._stop_grace(launch, self._preempt_grace)
         launch["gang_stopped"] = True
         with contextlib.suppress(OSError):  # else stopped again at the next poll
             supervise.write_json(run_dir / supervise.LAUNCH, launch)

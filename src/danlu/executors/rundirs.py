@@ -193,10 +193,11 @@ class RunDirExecutor(Executor):
 
     # -- the shared parts ---------------------------------------------------------------------
 
-    def _stop(self, handle: Handle, reason: StopReason, grace: float) -> None:
+    def _stop(self, handle: Handle, reason: StopReason, grace: float, *, own: bool) -> None:
         """Record the stop request (``stop.json``: why, the grace, when) and signal the run;
-        nothing for a run that has exited. A preemption's grace is the run's own when its
-        launch record has one (the spec's ``preempt_grace``). A request that cannot be
+        nothing for a run that has exited. ``own``: the grace is the run's own when its
+        launch record has one (the spec's ``preempt_grace``: a preemption, a cancel of its
+        job by the control plane), else ``grace``. A request that cannot be
         written (a full disk) still stops the run. An endless ``grace`` (``inf``) is
         :data:`~danlu.executors.supervise.MAX_GRACE_SECONDS` (a record holds no
         ``Infinity``: one the checks drop loses the stop); one that is not a number of
@@ -206,7 +207,8 @@ class RunDirExecutor(Executor):
         run_dir, launch = self._load(handle)
         if not self._status(run_dir, launch).running:
             return
-        grace = self._stop_grace(launch, reason, grace)
+        if own:
+            grace = self._stop_grace(launch, grace)
         stop = {"reason": reason.value, "grace": max(0.0, grace), "requested_at": self._clock()}
         try:
             supervise.write_json(run_dir / supervise.STOP, stop)
@@ -215,12 +217,12 @@ class RunDirExecutor(Executor):
         self._signal(handle, run_dir, launch, reason, grace)
 
     @staticmethod
-    def _stop_grace(launch: Mapping[str, Any], reason: StopReason, grace: float) -> float:
-        """The grace of a ``reason`` stop of the run of ``launch``: a preemption's is the
-        run's own when its launch record has one (the spec's ``preempt_grace``), else
-        ``grace``."""
+    def _stop_grace(launch: Mapping[str, Any], grace: float) -> float:
+        """The grace of a stop of the run of ``launch`` that gives the job time to
+        checkpoint (a preemption, a cancel of its job): the run's own when its launch record
+        has one (the spec's ``preempt_grace``), else ``grace``."""
         own = launch.get("preempt_grace")
-        return float(own) if reason is StopReason.PREEMPT and own is not None else grace
+        return float(own) if own is not None else grace
 
     def _recorded(self, run_dir: Path, reason: StopReason | None) -> ExecStatus | None:
         """The run's recorded result as a status, or None when none is recorded."""
@@ -246,11 +248,16 @@ class RunDirExecutor(Executor):
     def preempt(self, handle: Handle, grace_seconds: float) -> None:
         """SIGTERM the job's processes now, SIGKILL them after the run's own grace (its
         launch's ``preempt_grace``) or else ``grace_seconds``."""
-        self._stop(handle, StopReason.PREEMPT, grace_seconds)
+        self._stop(handle, StopReason.PREEMPT, grace_seconds, own=True)
 
-    def cancel(self, handle: Handle) -> None:
-        """SIGTERM the job's processes now, SIGKILL them after the cancel grace."""
-        self._stop(handle, StopReason.CANCEL, self._cancel_grace)
+    def cancel(self, handle: Handle, grace_seconds: float | None = None) -> None:
+        """SIGTERM the job's processes now, SIGKILL them after the run's own grace (its
+        launch's ``preempt_grace``) or else ``grace_seconds``; with ``grace_seconds`` None,
+        after the executor's short cancel grace."""
+        if grace_seconds is None:
+            self._stop(handle, StopReason.CANCEL, self._cancel_grace, own=False)
+        else:
+            self._stop(handle, StopReason.CANCEL, grace_seconds, own=True)
 
     def adopt(self) -> list[Handle]:
         """Every run recorded in the state directory and not forgotten, running or exited."""

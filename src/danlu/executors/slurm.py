@@ -579,7 +579,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             if reason is None and pending:
                 return self._pending(run_dir, launch, slurm_id, state)
             if reason is None and state.state == "RUNNING" and "gang_stopped_at" not in launch:
-                grace = self._stop_grace(launch, StopReason.PREEMPT, self._preempt_grace)
+                grace = self._stop_grace(launch, self._preempt_grace)
                 slurm_stops.gang_stop(
                     self._commands, run_dir, launch, slurm_id, grace, self._clock()
                 )

@@ -249,6 +249,10 @@ class LaunchStep:
             log.warning("reconcile: cannot launch %s now: %s", job_id, exc)
             report.errors.append(f"launch {job_id}: {exc}")
             self._discard_token(job_id, launch.token, report)
+        except SpecError as exc:  # (InvalidLaunchError) the same launch is refused again
+            log.warning("reconcile: the executor refuses the launch of %s: %s", job_id, exc)
+            self._discard_token(job_id, launch.token, report)
+            self._fail_unlaunchable(job_id, exc, t, report)
         except (ExecutorError, OSError) as exc:  # OSError: one job's files, not the pass
             if is_node_fault(exc):
                 log.warning("reconcile: the node could not launch %s: %s", job_id, exc)
@@ -444,7 +448,9 @@ class LaunchStep:
         self, job_id: str, error: SpecError, t: float, report: RoundReport
     ) -> None:
         """Fail a job no launch can be made of (a spec an older version accepted that the
-        executor refuses): retrying cannot help, and it would hold its GPUs for good."""
+        executor refuses, a launch the executor refuses as invalid: the local executor's
+        ``workdir`` that is not a directory of its host): retrying cannot help, and it would
+        hold its GPUs for good, or fail again at each of its restarts."""
         try:
             with self.db.session() as session:
                 job = session.scalar(select(Job).where(Job.id == job_id))
@@ -467,8 +473,9 @@ class LaunchStep:
         has been asked already: a move whose stop request failed (the executor was briefly
         unreachable) would otherwise keep its old run, and the GPUs recorded free, for good.
         The newest earlier attempt the executor knows is that run. ``cancel``: the job is
-        being cancelled, so the run is cancelled (also one stopping for a preemption); else
-        it is preempted with the preemption grace. True when no earlier run runs (it
+        being cancelled, so the run is cancelled (also one stopping for a preemption), with
+        the job's grace to checkpoint as a preemption has; else it is preempted with the
+        preemption grace. True when no earlier run runs (it
         exited, or the executor knows none): the job may be settled or launched. False when
         one still runs (asked to stop, now or before: it holds its GPUs until it exits) or
         the executor could not be asked (it may still run, unasked)."""
@@ -479,7 +486,7 @@ class LaunchStep:
                 if not status.running:
                     return True
                 if cancel and status.stop_reason is not StopReason.CANCEL:
-                    self.executor.cancel(handle)
+                    self.executor.cancel(handle, self.preempt_grace)
                     report.stopped.append(job_id)
                 elif not cancel and status.stop_reason is None:
                     self.executor.preempt(handle, self.preempt_grace)

@@ -205,16 +205,16 @@ class PollStep(LaunchStep):
         status: ExecStatus,
         report: RoundReport,
     ) -> None:
-        """Ask a running run to stop as its job's row says: a cancel (SIGTERM, the short
-        cancel grace), a deadline's or time limit's stop (SIGTERM with the job's preemption
-        grace, to checkpoint: the job still ends CANCELLED) or a preemption."""
+        """Ask a running run to stop as its job's row says: a cancel, a deadline's or time
+        limit's stop (SIGTERM with the job's preemption grace, to checkpoint: the job still
+        ends CANCELLED) or a preemption."""
         try:
             if stop is StopKind.LIMIT:
                 if status.stop_reason is None:
                     self.executor.preempt(handle, self.preempt_grace)
                     report.stopped.append(handle.job_id)
             elif stop is StopKind.CANCEL and status.stop_reason is not StopReason.CANCEL:
-                self.executor.cancel(handle)
+                self.executor.cancel(handle, self.preempt_grace)
                 report.stopped.append(handle.job_id)
             elif state == JobState.PREEMPTING.value and status.stop_reason is None:
                 self.executor.preempt(handle, self.preempt_grace)

@@ -69,7 +69,9 @@ class StopKind(enum.Enum):
     """How a job whose cancellation was requested is stopped."""
 
     CANCEL = "cancel"
-    """A cancel: SIGTERM, SIGKILL after the executor's short cancel grace."""
+    """A cancel: SIGTERM, SIGKILL after the job's preemption grace (its spec's
+    ``preempt_grace``, else ``DANLU_PREEMPT_GRACE``), to checkpoint; delivered as a
+    cancel (:meth:`~danlu.executors.Executor.cancel`), so the job ends CANCELLED."""
     LIMIT = "limit"
     """Its deadline passed or it used its time limit: SIGTERM with the job's preemption
     grace, to checkpoint (delivered as a preemption; the job still ends CANCELLED)."""
