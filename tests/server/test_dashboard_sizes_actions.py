@@ -19,36 +19,20 @@ is set."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import test_dashboard
+import test_dashboard_views
 from helpers import Live, spec, wait_state
 
 from danlu.core.units import MAX_BYTES, GiB, MiB, format_bytes
 
 live = test_dashboard.live
 browser = test_dashboard.browser
+page = test_dashboard_views.page  # a new tab; no script error unseen; dialogs accepted
 
 _SLEEP = "import time; time.sleep(60)"
 _TiB = 1024**4
-
-
-@pytest.fixture
-def page(live: Live, browser: Any) -> Iterator[Any]:
-    """A new tab on the dashboard; no error of its script goes unseen; dialogs accepted."""
-    context = browser.new_context()
-    try:
-        tab = context.new_page()
-        errors: list[str] = []
-        tab.on("pageerror", lambda exc: errors.append(str(exc)))
-        tab.on("dialog", lambda dialog: dialog.accept())
-        tab.goto(f"{live.url}/")
-        yield tab
-        assert errors == []
-    finally:
-        context.close()
 
 
 def _sizes() -> list[int | float]:

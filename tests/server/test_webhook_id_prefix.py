@@ -4,21 +4,17 @@ naming the webhooks it matched, and a prefix of fewer than 4 characters names no
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
+import test_webhook_names
 from fastapi.testclient import TestClient
 from helpers import user_and_nodes
 
 from conftest import NOW
-from danlu.config import load_settings
 from danlu.core.cluster import Node, gpu_type
-from danlu.server import app as app_module
 from danlu.server.db import Database
 from danlu.server.errors import ConflictError, NotFoundError
 from danlu.server.routes import deps
-from danlu.server.services import jobs, users, webhooks
+from danlu.server.services import jobs, webhooks
 
 URL = "http://hooks.example/danlu"
 
@@ -67,16 +63,7 @@ def test_an_ambiguous_job_prefix_names_the_jobs_it_matched(
         )
 
 
-@pytest.fixture
-def admin(db_url: str, tmp_path: Path) -> Iterator[tuple[TestClient, deps.ServerState]]:
-    """A client with an admin's token on an app (no loops) over ``db_url``, and its state."""
-    settings = load_settings(home=tmp_path / "home", fake_gpus="1x80GiB", database_url=db_url)
-    app = app_module.create_app(settings, start_loops=False)
-    state: deps.ServerState = app.state.danlu
-    with state.db.session() as s:
-        token = users.issue_token(s, users.create_user(s, "root", "admin", now=NOW), "t", now=NOW)
-    with TestClient(app, headers={"Authorization": f"Bearer {token}"}) as client:
-        yield client, state
+admin = test_webhook_names.admin  # a client with an admin's token on an app, and its state
 
 
 def test_the_api_pings_lists_and_removes_a_webhook_by_prefix(
