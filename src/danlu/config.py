@@ -172,6 +172,16 @@ DEFAULT_LOG_MAX_MB = 1024.0
 """The default cap on a local job's log, in MiB (``DANLU_LOG_MAX_MB``)."""
 
 
+def _size_with_unit(value: Any, unit: int) -> Any:
+    """A setting's text with a unit (``32MiB``, ``2GiB``, ``500MB``) in ``unit`` bytes, read
+    as a job spec's sizes are (:func:`~danlu.core.units.parse_bytes`); any other value as
+    given (a bare number is already in ``unit``)."""
+    if isinstance(value, str) and re.search(r"[A-Za-z]", value):
+        size = parse_bytes(value, "")
+        return size if unit == 1 else size / unit
+    return value
+
+
 _EMPTY_MEANS_SOMETHING = frozenset({"trace_modules"})
 """Settings whose empty value is not the default: ``DANLU_TRACE_MODULES=`` traces none."""
 
@@ -334,18 +344,14 @@ class Settings(BaseSettings):
         ``KB``, ``M``, ``MB``... decimal): it was refused as no integer, while every other
         size danlu reads (a spec's, ``--gpu-memory``, ``--quota-memory``,
         ``DANLU_FAKE_GPUS``) took one. A bare number is bytes, as before."""
-        if isinstance(value, str) and re.search(r"[A-Za-z]", value):
-            return parse_bytes(value, "")
-        return value
+        return _size_with_unit(value, 1)
 
     @field_validator("log_max_mb", mode="before")
     @classmethod
     def _log_size(cls, value: Any) -> Any:
         """A size with a unit (``2GiB``, ``500MB``) read as :meth:`_body_size` reads one,
         in MiB; a bare number is MiB."""
-        if isinstance(value, str) and re.search(r"[A-Za-z]", value):
-            return parse_bytes(value, "") / _MIB
-        return value
+        return _size_with_unit(value, _MIB)
 
     @field_validator("log_max_mb", mode="after")
     @classmethod

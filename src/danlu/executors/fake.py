@@ -180,10 +180,7 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
         taken as the real executors take it (:func:`check_grace`: below 0 is 0, an endless
         one is their longest; ``nan`` is refused with :class:`InvalidLaunchError` before the
         run is touched)."""
-        grace_seconds = check_grace(grace_seconds)
-        run = self._run(handle)
-        own = run.launch.preempt_grace
-        self._stop(run, StopReason.PREEMPT, grace_seconds if own is None else own)
+        self._stop_in_grace(handle, StopReason.PREEMPT, grace_seconds)
 
     def cancel(self, handle: Handle, grace_seconds: float | None = None) -> None:
         """With ``grace_seconds`` None the run ends now (killed); else as at :meth:`preempt`
@@ -192,10 +189,16 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
         if grace_seconds is None:
             self._stop(self._run(handle), StopReason.CANCEL, 0.0, now=True)
             return
+        self._stop_in_grace(handle, StopReason.CANCEL, grace_seconds)
+
+    def _stop_in_grace(self, handle: Handle, reason: StopReason, grace_seconds: float) -> None:
+        """A ``reason`` stop of the run of ``handle`` with its launch's own grace
+        (``JobLaunch.preempt_grace``) when it has one, else ``grace_seconds``
+        (:func:`check_grace`, before the run is touched)."""
         grace_seconds = check_grace(grace_seconds)
         run = self._run(handle)
         own = run.launch.preempt_grace
-        self._stop(run, StopReason.CANCEL, grace_seconds if own is None else own)
+        self._stop(run, reason, grace_seconds if own is None else own)
 
     def adopt(self) -> list[Handle]:
         """Every run of the world not forgotten."""
