@@ -11,23 +11,13 @@ from pathlib import Path
 import pytest
 from run_helpers import launch, wait, wait_text
 from slurm_cluster import SlurmCluster
+from test_local_cancel_grace import SAVES
 
 from danlu.executors import GpuSlot, StopReason
 from danlu.executors.slurm import SlurmExecutor
 from danlu.executors.slurmctl import SlurmCommands
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
-SAVES = (
-    "import signal, sys, time\n"
-    "saving = []\n"
-    "signal.signal(signal.SIGTERM, lambda *_: saving.append(1))\n"
-    "print('ready', flush=True)\n"
-    "end = time.monotonic() + 60\n"
-    "while not saving and time.monotonic() < end:\n"
-    "    time.sleep(0.02)\n"
-    "time.sleep(2)  # writing its checkpoint\n"
-    "print('saved', flush=True)\n"
-)
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from helpers import user_and_nodes
 from sqlalchemy import text
+from test_clock_step_locks import Clock
 
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster, Node, gpu_type
@@ -30,16 +31,6 @@ from danlu.server.services import jobs, locks
 NOW = 1_000_000.0
 HOUR = 3_600.0
 NODES = (Node("a", 1, gpu_type("H100")),)
-
-
-class Clock:
-    """A clock the test moves (wall or steady)."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _plane(db: Database, home: Path, steady: Clock) -> Reconciler:
