@@ -41,7 +41,10 @@ its GPUs are not seen by danlu.
   (:func:`~danlu.executors.ray_results.unstarted_result`): relaunched onto that node, it
   fails the same way, so its status names the node (``start_failed_on``), which the control
   plane counts as a launch that failed there for the node's reasons, re-queuing the job with
-  no restart counted. One that cannot be
+  no restart counted. So is one whose actors have not answered once within
+  :data:`START_TIMEOUT` of the launch on nodes Ray's GCS lists alive
+  (:func:`~danlu.executors.ray_results.unanswered_result`); on a node that left, the run is
+  lost with it. One that cannot be
   reached for now (``ActorUnavailableError``) or does not answer in time is asked again at
   the next poll; other errors of Ray's are an :class:`ExecutorUnavailableError`.
 - **The GCS gone.** The control plane joins the cluster as a Ray driver, which Ray ends once
@@ -117,6 +120,7 @@ from danlu.executors.ray_results import (
     exit_result,
     lost_result,
     started_at,
+    unanswered_result,
     unstarted_result,
     with_start_failures,
 )
@@ -129,7 +133,8 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT = 120.0
 """Seconds an actor may take to answer its first call (Ray starting a worker on its node)
-before the run counts as lost."""
+before the run ends: as one that could not start on its node, alive in Ray
+(:meth:`RayExecutor._unheard_live`), else as lost with it."""
 _PRIVATE_PREFIXES = ("RAY_",)
 """Ray's own variables: left out of a job's environment, the job's own ``env`` included."""
 GCS_TIMEOUT = 10.0
@@ -554,7 +559,8 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
         if launch.get("unsignalled"):
             self._signal_again(run_dir, launch)
         unstarted: dict[int, str] = {}
-        answers = self._ask(run_dir, launch, unstarted)
+        silent: list[int] = []
+        answers = self._ask(run_dir, launch, unstarted, silent)
         unanswered = None
         if answers is None:  # not answering yet: Ray may still be starting the workers
             if self._clock() - launch["launched_at"] < START_TIMEOUT or launch.get("answered"):
@@ -572,6 +578,9 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
         if unstarted:  # an actor that could not start on its live node: no node lost
             failed = unstarted_result(launch.get("nodes") or [], unstarted, started)
             return self._finish(run_dir, launch, failed, reason)
+        if unanswered is not None and (unheard := self._unheard_live(launch, silent)):
+            failed = unanswered_result(unheard, started, unanswered)
+            return self._finish(run_dir, launch, failed, reason)
         if len(present) < len(answers):  # an actor is gone: its node lost, or killed
             lost = lost_result(launch.get("nodes") or [], answers, started, unanswered)
             return self._finish(run_dir, launch, lost, reason)
@@ -583,15 +592,37 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
             self._gang_stop(run_dir, launch, [a["exit_code"] for a in present])
         return ExecStatus(RunState.RUNNING, stop_reason=reason, started_at=started)
 
+    def _unheard_live(self, launch: Mapping[str, Any], silent: Sequence[int]) -> list[str]:
+        """The nodes of the run's actors that have not answered once since the launch
+        (``silent``: their ranks, every rank when none is known) when Ray's GCS lists every
+        one of them alive: Ray has not started the actor there (a worker that cannot start on
+        the node), or the node's actor cannot be reached from here while the GCS reaches the
+        node. Empty when one of them is not alive (a node lost: the run is lost with it) or
+        the run names no node (Ray picked it). Raises :class:`ExecutorUnavailableError` when
+        the GCS cannot be asked: nothing is decided then (the control plane's own network
+        gone), the run asked about again at the next poll."""
+        nodes = [str(name) for name in launch.get("nodes") or []]
+        ranks = silent or range(len(launch["actors"]))
+        unheard = sorted({nodes[rank] for rank in ranks if rank < len(nodes)})
+        if not unheard or len(unheard) < len(set(ranks)):
+            return []
+        live = self._listed()
+        return unheard if all(name in live for name in unheard) else []
+
     def _ask(
-        self, run_dir: Path, launch: Mapping[str, Any], unstarted: dict[int, str] | None = None
+        self,
+        run_dir: Path,
+        launch: Mapping[str, Any],
+        unstarted: dict[int, str] | None = None,
+        silent: list[int] | None = None,
     ) -> list[dict[str, Any] | None] | None:
         """Every actor's status (None for an actor that is gone: dead, not found, or one Ray
         cannot place, its node gone); ``unstarted`` gets the rank and Ray's cause of each
         gone actor whose creation failed on its node (:func:`creation_failure`: danlu not
         importable there, its ``__init__`` raised). None when they do not all answer within
         :data:`CALL_TIMEOUT` (still starting, busy) or one cannot be reached for now
-        (``ActorUnavailableError``): asked again at the next poll. Raises
+        (``ActorUnavailableError``): asked again at the next poll; ``silent`` gets the ranks
+        of the actors that did not answer then. Raises
         :class:`ExecutorUnavailableError` for Ray's other errors, and
         :class:`ExecutorError` for a launch record whose ``offsets`` do not match its
         ``actors`` (:func:`~danlu.executors.ray_records.read_offsets`)."""
@@ -605,6 +636,12 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
             if pending:
                 ready, _ = self._ray.wait(pending, num_returns=len(pending), timeout=CALL_TIMEOUT)
                 if len(ready) < len(pending):
+                    if silent is not None:
+                        silent.extend(
+                            rank
+                            for rank, ref in enumerate(refs)
+                            if ref is not None and ref not in ready
+                        )
                     return None
             out: list[dict[str, Any] | None] = []
             for rank, ref in enumerate(refs):
@@ -614,6 +651,8 @@ class RayExecutor(RayStops, MultiNodeExecutor, GpuSharingExecutor):
                 try:
                     out.append(self._ray.get(ref, timeout=CALL_TIMEOUT))
                 except self._busy:
+                    if silent is not None:
+                        silent.append(rank)
                     return None
                 except self._gone as exc:  # its node lost, its worker killed, never placed,
                     out.append(None)  # or never started

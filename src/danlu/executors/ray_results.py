@@ -44,17 +44,41 @@ def lost_result(
     if unanswered is None:
         error = f"the run's actor on {where} is gone (node lost?)"
     else:
-        error = (
-            f"the run's actor on {where} did not answer within {unanswered:g} s of the "
-            "launch (not started there by Ray, or not reachable from the control plane: see "
-            "that node's Ray logs)"
-        )
+        error = _unanswered_error(where, unanswered)
     return {
         "outcome": Outcome.PREEMPTED.value,
         "exit_code": None,
         "started_at": started,
         "error": error,
         "node_lost": True,
+    }
+
+
+def _unanswered_error(where: str, unanswered: float) -> str:
+    """What a run says whose actors on ``where`` have not answered once in the
+    ``unanswered`` seconds since its launch."""
+    return (
+        f"the run's actor on {where} did not answer within {unanswered:g} s of the "
+        "launch (not started there by Ray, or not reachable from the control plane: see "
+        "that node's Ray logs)"
+    )
+
+
+def unanswered_result(nodes: Sequence[str], started: float, unanswered: float) -> dict[str, Any]:
+    """The result of a run whose actors on ``nodes``, each a node Ray's GCS lists alive,
+    have not answered once in the ``unanswered`` seconds since its launch: a run that did
+    not start there for the nodes' reasons (:data:`START_FAILED_ON`), as one whose actor's
+    creation failed there (:func:`unstarted_result`), not one lost with its node, whose job
+    the control plane re-queues at once with nothing counted (sent back to the same node
+    every ``unanswered`` seconds, for ever): the control plane counts it toward the node's
+    cordon and the job's bound of such re-queues."""
+    return {
+        "outcome": Outcome.FAILED.value,
+        "exit_code": None,
+        "started_at": started,
+        "error": _unanswered_error(", ".join(nodes), unanswered)
+        + "; the node is alive in Ray: counted as a run that could not start there",
+        START_FAILED_ON: list(nodes),
     }
 
 

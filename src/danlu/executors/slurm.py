@@ -372,7 +372,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         }
         supervise.write_json(run_dir / slurm_task.TASK, task)
         srun = self._commands.program("srun")
-        script = batch_script(srun, self._python, run_dir, max(1, len(names)))
+        script = batch_script(srun, self._python, run_dir, max(1, len(names)), workdir)
         # the run directory is the job's to write: a link put at batch.sh is replaced, never
         # written through (write_file), and sbatch reads the script it is given, not the file
         supervise.write_file(run_dir / BATCH, script, 0o700)

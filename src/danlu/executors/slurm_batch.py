@@ -32,12 +32,25 @@ _UNSENT = re.compile(r"connect failure|Connection refused", re.IGNORECASE)
 """What ``sbatch`` says when it could not reach the controller at all (nothing was sent)."""
 
 
-def batch_script(srun: str, python: str, run_dir: Path, nodes: int) -> str:
+def batch_script(srun: str, python: str, run_dir: Path, nodes: int, workdir: str) -> str:
     """The batch script of the run recorded in ``run_dir``: ``srun`` (the program's path)
     starting the per-node task (:data:`TASK_SCRIPT`, run by ``python -I``) once on each of
-    its ``nodes`` nodes, ending the run on every node when one node's task fails."""
+    its ``nodes`` nodes, ending the run on every node when one node's task fails.
+
+    It first enters ``workdir`` itself and exits 127 at once, naming it, when it cannot:
+    ``slurmd`` runs a job whose ``--chdir`` it cannot enter in ``/tmp`` instead (it only
+    logs so), and a job must never run in another directory than its own. (Another node
+    may have the directory: a run failure, not a refused launch. The per-node task checks
+    it again on every node, :mod:`~danlu.executors.slurm_task`.)"""
+    where = shlex.quote(workdir)
+    said = shlex.quote(
+        "danlu: cannot enter the workdir '%s' on %s; create it there, or submit the job "
+        "again with a workdir that exists\\n"  # printf writes the newline
+    )
     return (
         "#!/bin/sh\n"
+        f"cd -- {where} || {{ printf {said} {where} "
+        '"${SLURMD_NODENAME:-$(hostname)}" >&2; exit 127; }\n'
         f"exec {shlex.quote(srun)} --kill-on-bad-exit=1 --nodes={nodes} --ntasks={nodes} "
         f"--ntasks-per-node=1 --export=ALL {shlex.quote(python)} -I "
         f"{shlex.quote(str(TASK_SCRIPT))} {shlex.quote(str(run_dir))}\n"

@@ -189,7 +189,7 @@ def main(argv: list[str]) -> int:
         cwd = workdir if isinstance(workdir, str) else None
         child = subprocess.Popen(command, env=env, cwd=cwd)
     except OSError as exc:
-        print(f"danlu: cannot start {command[0]!r} on {node}: {exc}", file=sys.stderr, flush=True)
+        print(f"danlu: {_start_error(command[0], cwd, node, exc)}", file=sys.stderr, flush=True)
         code = 127
     else:
         if asked or stopped:  # its SIGTERM reached no process of the command's: sent now
@@ -220,6 +220,19 @@ def main(argv: list[str]) -> int:
     nodes = task.get("nodes")
     alone = not isinstance(nodes, list) or len(nodes) < 2
     return 0 if code == PREEMPTED_EXIT_CODE and not alone else code
+
+
+def _start_error(program: str, workdir: str | None, node: str, exc: OSError) -> str:
+    """What the task says when the command could not be started on ``node`` (``exc``): that
+    it cannot enter ``workdir`` when that failed (``Popen`` names the directory as the
+    error's file then, as it names the program when that could not be run), not that
+    ``program`` is missing."""
+    if workdir is not None and exc.filename == workdir != program:
+        return (
+            f"cannot enter the workdir {workdir!r} on {node}: {exc.strerror}; create it there, "
+            "or submit the job again with a workdir that exists"
+        )
+    return f"cannot start {program!r} on {node}: {exc}"
 
 
 def _wait(child: subprocess.Popen[bytes], stopped: list[int], subreaper: bool) -> int:

@@ -593,7 +593,11 @@ class SlurmCommands:
             listed = self.run(["sinfo", "-h", "-N", "-p", partition, "-o", "%N"])
             names = {n.strip() for n in listed.split() if n.strip()}
             if not names:
-                raise SlurmError(f"partition {partition!r} has no nodes (sinfo -p {partition})")
+                raise SlurmError(
+                    f"partition {partition!r} does not exist or has no nodes (sinfo -p "
+                    f"{partition} lists none); name one that sinfo lists "
+                    "(DANLU_SLURM_PARTITION), or leave it unset for Slurm's default one"
+                )
         out = self.run(["scontrol", "show", "node", "--oneliner"])
         nodes = [node_from_fields(parse_fields(line)) for line in out.splitlines() if line.strip()]
         return [n for n in nodes if names is None or n.name in names]
