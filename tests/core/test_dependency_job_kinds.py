@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from danlu.core.errors import SpecError
-from danlu.core.spec import loads_spec
+from danlu.core.spec import loads_spec, parse_spec
 
 _FIX = "give the id `danlu submit` printed (12 hex digits), or 4 or more of its first characters"
 
@@ -39,3 +39,12 @@ def test_a_job_id_and_its_errors_read_as_before() -> None:
         loads_spec("name: a\ndepends_on: [xyz]\n")
     with pytest.raises(SpecError, match=r"^depends_on\.0\.job: 12 was read as a number: quote"):
         loads_spec("name: a\ndepends_on: [12]\n")
+
+
+@pytest.mark.parametrize(("written", "meant"), [("ABCD1234", "abcd1234"), (" 3f2a ", "3f2a")])
+def test_an_id_in_upper_case_or_with_blanks_says_the_id_to_write(written: str, meant: str) -> None:
+    """It was told to "give the id (12 hex digits)", which ``ABCD1234`` is written in."""
+    with pytest.raises(SpecError) as caught:
+        parse_spec({"name": "a", "command": ["x"], "depends_on": [written]})
+    assert caught.value.field == "depends_on.0.job"
+    assert f"write {meant} (lower case, no blanks)" in caught.value.message

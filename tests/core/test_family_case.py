@@ -23,7 +23,8 @@ JOB = {"name": "a", "command": ["python", "train.py"]}
     ],
 )
 def test_a_family_in_any_case_is_stored_lower_case(given: str, stored: str) -> None:
-    assert parse_spec({**JOB, "training": {"family": given}}).training.family == stored
+    training = {"family": given, "model": "pkg.models:make"}  # auto infers from the model
+    assert parse_spec({**JOB, "training": training}).training.family == stored
 
 
 @pytest.mark.parametrize(

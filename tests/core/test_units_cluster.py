@@ -242,7 +242,7 @@ def test_parse_duration_reads_seconds_units_and_slurm_clock_forms(
     assert parse_duration(value) == seconds
 
 
-@pytest.mark.parametrize("value", ["", "h", "1y", "1h30", "1:2:3:4", "-5:00", "1-", "5 minutes"])
+@pytest.mark.parametrize("value", ["", "h", "1y", "1h30", "1:2:3:4", "1-", "5 minutes"])
 def test_parse_duration_refuses_what_is_not_a_duration_naming_the_forms(value: str) -> None:
     with pytest.raises(SpecError, match="is not a duration; write seconds") as info:
         parse_duration(value, "time_limit")

@@ -62,6 +62,7 @@ from danlu.core.spec_limits import file_url_path as file_url_path
 from danlu.core.spec_limits import is_checkpoint_location as is_checkpoint_location
 from danlu.core.spec_limits import tilde_note
 from danlu.core.spec_text import given_words, parse_text, written_text
+from danlu.core.spec_training import AUTO_FAMILY as AUTO_FAMILY
 from danlu.core.spec_training import DEFAULT_OPTIMIZER, Precision, optimizer_name, precision_name
 from danlu.core.units import parse_bytes, parse_duration
 from danlu.core.values import MAX_INT, check_values, quoted, range_message
@@ -70,9 +71,6 @@ MODEL_FAMILIES = ("cnn-small", "cnn-large", "transformer", "lstm", "recommendati
 """The model families the GPU-sharing interference model knows (``training.family``): the
 kinds of model whose co-location was measured (Gavel's ResNet-18, ResNet-50, Transformer,
 LSTM language model, recommendation, CycleGAN and A3C jobs)."""
-
-AUTO_FAMILY = "auto"
-"""``training.family: auto``: the family is inferred from ``training.model`` at submission."""
 
 _RANGE = re.compile(r"^\s*([0-9]+)\s*\.\.\s*([0-9]+)\s*$")
 _GPUS_HELP = "write 2 or an elastic range '1..8'"
@@ -482,7 +480,9 @@ class Dependency(_Strict):
                 f"{{job: {job.strip()}, condition: {condition.strip()}}}"
             )
         if not _JOB_REF.match(value):
-            raise ValueError(f"{quoted(value)} is not a job id: {_JOB_FIX}")
+            meant = value.strip().lower()  # ABCD1234, ' 3f2a': hex digits, said to be none
+            fix = f"write {meant} (lower case, no blanks)" if _JOB_REF.match(meant) else _JOB_FIX
+            raise ValueError(f"{quoted(value)} is not a job id: {fix}")
         return value
 
 

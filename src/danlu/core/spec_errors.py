@@ -27,20 +27,34 @@ def valid_name(text: str) -> bool:
 
 
 NAME_RULE = "use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"
-"""What a job or sweep name may be (:func:`valid_name`), as its error says it."""
+"""What a job or sweep name may be (:func:`valid_name`), as its error says it; a project's
+name too (the control plane creates a project only so named)."""
+
+_USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,62}\Z")
 
 
-def name_error(text: str) -> str:
-    """The error for ``text``, a name :func:`valid_name` refuses: :data:`NAME_RULE`, and
-    where the rule alone misleads, what in ``text`` breaks it: a letter or digit outside
-    ASCII (``训`` in ``训练``, all "letters"), or more than 63 characters (which no one
-    counts by eye). A blank, a ``/`` or a first ``-`` the rule names itself."""
+def valid_user_name(text: str) -> bool:
+    """True for a user's name: :func:`valid_name`'s rule with ``@`` taken too (an e-mail
+    address); the control plane creates a user only so named."""
+    return bool(_USER_NAME.match(text))
+
+
+USER_NAME_RULE = "use 1-63 letters, digits, '.', '_', '@' or '-', starting with a letter or digit"
+"""What a user's name may be (:func:`valid_user_name`), as its error says it."""
+
+
+def name_error(text: str, rule: str = NAME_RULE) -> str:
+    """The error for ``text``, a name :func:`valid_name` (or, with ``rule`` its rule,
+    :func:`valid_user_name`) refuses: ``rule``, and where the rule alone misleads, what in
+    ``text`` breaks it: a letter or digit outside ASCII (``训`` in ``训练``, all
+    "letters"), or more than 63 characters (which no one counts by eye). A blank, a ``/`` or
+    a first ``-`` the rule names itself."""
     foreign = next((c for c in text if c.isalnum() and not c.isascii()), None)
     if foreign is not None:
-        return f"{NAME_RULE}: {quoted(foreign)} is not an ASCII letter or digit"
+        return f"{rule}: {quoted(foreign)} is not an ASCII letter or digit"
     if len(text) > 63:
-        return f"{NAME_RULE}: it has {len(text):,} characters"
-    return NAME_RULE
+        return f"{rule}: it has {len(text):,} characters"
+    return rule
 
 
 def spec_error(exc: ValidationError, kind: str = "job spec") -> SpecError:

@@ -72,9 +72,14 @@ def read_spec_text(
     Errors are :class:`SpecError`, each naming the file once (a file of more than
     :data:`MAX_SPEC_FILE` bytes too; a ``path`` that is no path, None say, names ``path``:
     it was a bare TypeError; a named pipe by name names ``field``, with ``fix``,
-    :func:`refuse_named_pipe`: it blocked for ever)."""
+    :func:`refuse_named_pipe`: it blocked for ever; so does a path holding a NUL, a bare
+    ValueError before)."""
     if not isinstance(path, str | os.PathLike):
         raise SpecError("path", f"must be the path of a spec file (got {quoted(path)})")
+    if "\0" in os.fspath(path):  # open's "embedded null byte" was a bare ValueError
+        raise SpecError(
+            field, f"{quoted(os.fspath(path))} holds a NUL character, which no path holds; {fix}"
+        )
     refuse_named_pipe(path, field, fix)
     p = Path(path)
     try:

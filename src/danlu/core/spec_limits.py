@@ -13,6 +13,14 @@ from danlu.core.errors import SpecError
 from danlu.core.file_url import FILE_SCHEME, FileUrlError, is_file_url, local_file_path
 from danlu.core.file_url import FILE_URL as FILE_URL
 from danlu.core.file_url import file_url_path as file_url_path
+from danlu.core.spec_errors import (
+    NAME_RULE,
+    USER_NAME_RULE,
+    name_error,
+    valid_name,
+    valid_user_name,
+)
+from danlu.core.spec_training import AUTO_FAMILY
 from danlu.core.units import MAX_BYTES, MiB, format_bytes
 from danlu.core.values import control_character, quoted, range_message
 
@@ -66,7 +74,10 @@ def check_limits(spec: JobSpec) -> None:
     (PostgreSQL's 32-bit integers and JSON without infinities; sizes within 64 bits), a
     command that can never run (:func:`_check_command`) or an environment variable name no
     process can be given, or a name or path of the spec holding a control character
-    (:func:`check_printable`)."""
+    (:func:`check_printable`); nor what the control plane's admission refuses of every spec
+    whatever its cluster: a ``project``, ``user`` or ``gpu_type`` no project, user or GPU
+    type is named (:func:`_check_names`), a ``gpu_fraction`` of several GPUs or
+    ``training.family: auto`` without a model (:func:`_check_shape`)."""
     res, training = spec.resources, spec.training
     limited: list[tuple[str, float | None]] = [
         ("priority", spec.priority),
@@ -96,6 +107,7 @@ def check_limits(spec: JobSpec) -> None:
             raise SpecError(field, range_message(low, high, value))
     _check_sizes(res)
     _check_gpu_types(res)
+    _check_shape(spec)
     _check_batch_sizes(training)
     for key in spec.env:
         if not key:
@@ -125,6 +137,66 @@ def check_limits(spec: JobSpec) -> None:
             raise SpecError(field, f"{quoted(text)} is longer than 63 characters")
     _check_checkpoint_dir(spec.checkpoint_dir)
     check_printable(spec)
+    _check_names(spec)  # after: a control character is told as one, not as a naming rule
+
+
+def _check_shape(spec: JobSpec) -> None:
+    """Refuse a ``gpu_fraction`` with more than one GPU (a share of one GPU: the job would
+    share each of them) and ``training.family: auto`` without a ``training.model`` to infer
+    the family from: the control plane's admission refuses both of every spec. Not for a
+    stored spec: one accepted with them is read as it was."""
+    res = spec.resources
+    if res.gpu_fraction is not None and res.gpus.max > 1:
+        gpus = res.gpus
+        shown = f"{gpus.min}..{gpus.max}" if gpus.elastic else str(gpus.max)
+        raise SpecError(
+            "resources.gpu_fraction",
+            f"{res.gpu_fraction} is a share of one GPU, and the job asks for {shown} GPUs: use "
+            "gpus: 1 with it, or leave gpu_fraction out for whole GPUs",
+        )
+    if spec.training.family == AUTO_FAMILY and not spec.training.model:
+        raise SpecError(
+            "training.family",
+            f"{AUTO_FAMILY!r} infers the family from training.model, which is not set: set "
+            "training.model to the model's factory or name the family",
+        )
+
+
+def _check_names(spec: JobSpec) -> None:
+    """Refuse a ``project`` or ``user`` as no project or user is named (the control plane
+    creates them only by :data:`~danlu.core.spec_errors.NAME_RULE` and
+    :data:`~danlu.core.spec_errors.USER_NAME_RULE`; its admission found none, or told a plain
+    user they may submit only as themselves), and a ``gpu_type`` name with blanks around it
+    (``' a100 '``: an unknown GPU type at admission, matching no GPU). Blanks around a name
+    otherwise valid get the name to write. Not for a stored spec: one accepted with such a
+    name is read as it was, and means what it meant."""
+    rules = [
+        ("project", spec.project, valid_name, NAME_RULE),
+        ("user", spec.user, valid_user_name, USER_NAME_RULE),
+    ]
+    for field, text, valid, rule in rules:
+        if valid(text):
+            continue
+        trimmed = text.strip()
+        if trimmed != text and valid(trimmed):
+            raise SpecError(
+                field,
+                f"{quoted(text)} has blanks around it, and no {field} is named so: "
+                f"write {quoted(trimmed)}",
+            )
+        raise SpecError(
+            field,
+            f"no {field} can be named {quoted(text)}: {name_error(text, rule)}; or leave "
+            f"{field} out for 'default'",
+        )
+    names = spec.resources.gpu_type
+    for i, name in enumerate(names):
+        if name.strip() != name:
+            raise SpecError(
+                "resources.gpu_type",
+                f"name {i + 1} of {len(names)} is {quoted(name)}, with blanks around it, which "
+                f"no GPU type is named: write {quoted(name.strip())}",
+            )
 
 
 def _check_batch_sizes(training: TrainingHints) -> None:
@@ -235,22 +307,24 @@ def _check_checkpoint_dir(location: str | None) -> None:
 
 def _check_command(spec: JobSpec) -> None:
     """Refuse a command that can never run: an empty argv written out (``command: []``) or
-    an empty program (``command: ['']``). A spec that leaves ``command`` out is read (its
-    default is empty), as one that is not submitted needs none; the control plane's
-    admission requires one at submission."""
+    a program that is empty or only blanks (``command: ['']``, ``[' ', train.py]``; with
+    ``shell: true`` a script of blanks runs nothing). A spec that leaves ``command`` out is
+    read (its default is empty), as one that is not submitted needs none; the control
+    plane's admission requires one at submission."""
     if "command" in spec.model_fields_set and not spec.command:
         raise SpecError(
             "command",
             "is empty, and an empty argv runs nothing: give the program and its arguments, "
             "e.g. [python, train.py]",
         )
-    if spec.command and not spec.command[0]:
+    if spec.command and not spec.command[0].strip():  # '' or ' ': no program, no script
         what, example = (
             ("the shell command", "['make && ./run']")
             if spec.shell
             else ("the program, then its arguments", "[python, train.py]")
         )
-        raise SpecError("command", f"its first string is empty: give {what}, e.g. {example}")
+        empty = "empty" if not spec.command[0] else f"only blanks ({quoted(spec.command[0])})"
+        raise SpecError("command", f"its first string is {empty}: give {what}, e.g. {example}")
 
 
 def _check_exec_size(spec: JobSpec) -> None:

@@ -16,6 +16,9 @@ from danlu.core.errors import SpecError
 from danlu.core.spec_hints import choice_hint
 from danlu.core.spec_text import given_words
 
+AUTO_FAMILY = "auto"
+"""``training.family: auto``: the family is inferred from ``training.model`` at submission."""
+
 Precision = Literal["fp32", "fp16", "bf16"]
 PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16")
 PRECISION_SPELLINGS: dict[str, Precision] = {

@@ -220,6 +220,11 @@ def parse_duration(value: int | float | str, field: str = "duration") -> float:
             return seconds
         reason = "is not a plain number: write ASCII digits without '_' separators, e.g. 1000"
         raise _Refused(field, f"{quoted(value)} {reason}; {_DURATION_HELP}", reason)
+    if text.startswith("-") and not rest.startswith(("+", "-")) and _is_duration(rest):
+        # -5m, -1:00: "not a duration" said nothing of the sign (-5, a number, is read, and
+        # its range refused by the caller, as any number below it)
+        reason = f"is below zero: a duration is 0 or more, e.g. {rest}"
+        raise _Refused(field, f"{quoted(value)} {reason}; {_DURATION_HELP}", reason)
     if _DURATION.match(text):
         return _sum_of_units(_DURATION_PART.findall(text), value, field)
     if _CLOCK.match(text):  # MM:SS or HH:MM:SS
