@@ -127,6 +127,21 @@ def _settings(**given: Any) -> Any:
     return load_settings(flags=FLAGS, **{k: v for k, v in given.items() if v is not None})
 
 
+QUIET_LOGGERS = ("alembic", "httpx", "httpcore")
+"""Libraries whose INFO lines the control plane's log leaves out: Alembic's per-revision
+lines, and httpx's line per request, which is a webhook delivery's URL with its
+``user:password@`` in clear (the API shows it as ``user:***@``) and noise besides (one line a
+post, a retry each); their warnings stay. danlu logs a failed delivery itself."""
+
+
+def configure_logging() -> None:
+    """The control plane's log: INFO and up with time and logger name, but
+    :data:`QUIET_LOGGERS` at WARNING."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def _start(
     *,
     show_token: bool,
@@ -146,8 +161,7 @@ def _start(
     from danlu.core.fake_gpus import parse_fake_gpus
     from danlu.server.main import Prepared, prepare, run
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    configure_logging()
     try:
         given = {
             "fake_gpus": fake_gpus,
