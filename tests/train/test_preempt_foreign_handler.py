@@ -75,3 +75,37 @@ def test_a_python_handler_is_given_back() -> None:
         assert signal.getsignal(signal.SIGTERM) is mine
     finally:
         signal.signal(signal.SIGTERM, original)
+
+
+def test_a_python_handler_set_aside_is_warned_of_by_name(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The script's own handler is not called while the context is open (it may exit before
+    the checkpoint); it was set aside silently, and its clean-up never ran."""
+    original = signal.getsignal(signal.SIGTERM)
+
+    def flush_my_logs(signum: int, frame: FrameType | None) -> None:
+        return None
+
+    signal.signal(signal.SIGTERM, flush_my_logs)
+    try:
+        with caplog.at_level("WARNING", logger="danlu.train"):
+            outer = Preemption()
+            inner = Preemption()  # set aside the outer one's: it passes the signal on
+            inner.close()
+            outer.close()
+    finally:
+        signal.signal(signal.SIGTERM, original)
+    warnings = [r.getMessage() for r in caplog.records if "SIGTERM's handler" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "flush_my_logs" in warnings[0] and "finally" in warnings[0]
+
+
+def test_the_default_handler_set_aside_is_not_warned_of(caplog: pytest.LogCaptureFixture) -> None:
+    original = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        with caplog.at_level("WARNING", logger="danlu.train"):
+            Preemption().close()
+    finally:
+        signal.signal(signal.SIGTERM, original)
+    assert "SIGTERM's handler" not in caplog.text

@@ -49,7 +49,7 @@ from danlu.train.goodput import (
     stored_probes,
 )
 from danlu.train.part_states import Parse, parse_parts
-from danlu.train.preempt import Preemption
+from danlu.train.preempt import Preempted, Preemption
 from danlu.train.recovery import Recovery
 from danlu.train.report import MetricsReporter, Progress
 from danlu.train.step import LossFn, StepEngine, StepResult
@@ -306,6 +306,7 @@ class TrainContext(Recovery, BatchChanges):
         """
         if self._closed:
             raise self._closed_error("step()")
+        self.preemption.forget_other_exit()  # another context's exit was caught: training on
         lb = self._current
         self._current = None
         if lb is None and self.distributed.device.type != "cpu":  # batches() moved its own
@@ -638,7 +639,11 @@ class TrainContext(Recovery, BatchChanges):
         return self
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        """Close the context (:meth:`close`, the same whatever the exception)."""
+        """Close the context (:meth:`close`). Left by anything but a preemption exit (its
+        block's end, another exception), an inner context's exit caught inside the block
+        writes no checkpoint for this one."""
+        if not isinstance(exc, Preempted):
+            self.preemption.forget_other_exit()
         self.close()
 
     def close(self) -> None:
@@ -652,7 +657,9 @@ class TrainContext(Recovery, BatchChanges):
         first, at its last step, by its ``with`` or by hand (before, it closed without one
         and its run lost the steps since its last checkpoint; then a ``close()`` by hand
         still did); on every rank, as the ranks agreed on the stop. Closed otherwise (its
-        block's end, any other exception) it writes none."""
+        block's end, any other exception) it writes none, nor when the script caught that
+        exit and took a step on this context since
+        (:meth:`~danlu.train.preempt.Preemption.forget_other_exit`)."""
         if self._closed:
             return
         try:

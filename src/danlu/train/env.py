@@ -72,11 +72,23 @@ script's digits, which ``int()`` takes), at most 18 of them (a 400-digit count p
 and failed later, a bare OverflowError)."""
 
 
-def _int(environ: Mapping[str, str], name: str, default: int | None) -> int | None:
+def _stripped(environ: Mapping[str, str], name: str) -> str | None:
+    """``name``'s value without surrounding whitespace, None when unset, empty or only
+    whitespace: every variable is read through here. A value from an env file edited on
+    Windows ends in ``\\r``, and one from a launcher's template may carry blanks; kept, they
+    named a checkpoint directory ``ckpt\\r`` or a rendezvous host ``host\\r``. A number or a
+    choice of only whitespace takes its default; a name or a path is refused
+    (:func:`_name`)."""
     raw = environ.get(name)
-    if raw is None or raw.strip() == "":
+    value = raw.strip() if raw is not None else ""
+    return value or None
+
+
+def _int(environ: Mapping[str, str], name: str, default: int | None) -> int | None:
+    raw = _stripped(environ, name)
+    if raw is None:
         return default
-    if not _INTEGER.fullmatch(raw.strip()):
+    if not _INTEGER.fullmatch(raw):
         raise ConfigError(
             f"environment variable {name}={raw[:40]!r} is not an integer (digits 0-9, at most "
             "18 of them)"
@@ -99,10 +111,10 @@ def _bytes(environ: Mapping[str, str], name: str) -> int | None:
     (``int()`` also took ``8_000_000_000``, another script's digits and a count of hundreds
     of digits, which failed later with a bare ``OverflowError`` as the CUDA memory fraction
     was worked out); anything else is read as a size, within its limit."""
-    raw = environ.get(name)
-    if raw is None or raw.strip() == "":
+    raw = _stripped(environ, name)
+    if raw is None:
         return None
-    if _INTEGER.fullmatch(raw.strip()):
+    if _INTEGER.fullmatch(raw):
         return int(raw)
     try:
         return parse_bytes(raw, name)
@@ -110,20 +122,19 @@ def _bytes(environ: Mapping[str, str], name: str) -> int | None:
         raise ConfigError(f"environment variable {name}={raw!r}: {exc.message}") from None
 
 
-def _str(environ: Mapping[str, str], name: str) -> str | None:
-    raw = environ.get(name)
-    return raw if raw else None
-
-
 def _name(environ: Mapping[str, str], name: str) -> str | None:
-    """A name or path: None when unset or empty; only blanks is refused (a typo in a
-    launcher's template, not a name)."""
-    raw = _str(environ, name)
-    if raw is not None and not raw.strip():
+    """A name or path (or a JSON text) without surrounding whitespace (:func:`_stripped`):
+    None when unset or empty; only whitespace is refused (a typo in a launcher's template,
+    not a name)."""
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return None
+    value = _stripped(environ, name)
+    if value is None:
         raise ConfigError(
             f"environment variable {name}={raw!r} is only whitespace; unset it or give a value"
         )
-    return raw
+    return value
 
 
 def _token(environ: Mapping[str, str]) -> str | None:
@@ -132,9 +143,8 @@ def _token(environ: Mapping[str, str]) -> str | None:
     and every metrics POST then failed in ``http.client`` ("Invalid header value"): no
     metric ever arrived. A token with whitespace, a control or a non-ASCII character inside
     is refused, without showing it (it is a secret)."""
-    raw = environ.get("DANLU_TOKEN")
-    token = raw.strip() if raw else ""
-    if not token:
+    token = _stripped(environ, "DANLU_TOKEN")
+    if token is None:
         return None
     if any(c.isspace() or not (c.isascii() and c.isprintable()) for c in token):
         raise ConfigError(
@@ -152,28 +162,27 @@ def _job_id(environ: Mapping[str, str]) -> str | None:
     lost); a name, and a path segment of the metrics URL, so ``.`` and ``..`` (which a
     proxy resolves to another endpoint) are refused; other characters are percent-encoded
     by :attr:`JobEnv.metrics_url`."""
-    raw = _name(environ, "DANLU_JOB_ID")
-    if raw is not None and raw.strip() in (".", ".."):
+    job_id = _name(environ, "DANLU_JOB_ID")
+    if job_id in (".", ".."):
         raise ConfigError(
-            f"environment variable DANLU_JOB_ID={raw!r} is not a job id; unset it or give "
+            f"environment variable DANLU_JOB_ID={job_id!r} is not a job id; unset it or give "
             "the job's id"
         )
-    return None if raw is None else raw.strip()
+    return job_id
 
 
 def _api_url(environ: Mapping[str, str]) -> str | None:
     """``DANLU_API_URL`` without a trailing slash; refused unless ``http(s)://host...``
     (``127.0.0.1:8000`` without a scheme failed every metrics POST), and refused with a
     query, a fragment or a user name or password (see below)."""
-    raw = _name(environ, "DANLU_API_URL")
-    if raw is None:
+    url = _name(environ, "DANLU_API_URL")
+    if url is None:
         return None
-    url = raw.strip()
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number
     except ValueError as exc:
-        raise ConfigError(f"DANLU_API_URL={raw!r} is not a URL ({exc})") from None
+        raise ConfigError(f"DANLU_API_URL={url!r} is not a URL ({exc})") from None
     if parts.username is not None or parts.password is not None:
         # not shown: the part before the "@" may be a password
         raise ConfigError(
@@ -183,7 +192,7 @@ def _api_url(environ: Mapping[str, str]) -> str | None:
         )
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(
-            f"DANLU_API_URL={raw!r} must be an http:// or https:// URL with a host, such as "
+            f"DANLU_API_URL={url!r} must be an http:// or https:// URL with a host, such as "
             "http://127.0.0.1:8000"
         )
     if parts.query or parts.fragment or url.endswith(("?", "#")):
@@ -191,7 +200,7 @@ def _api_url(environ: Mapping[str, str]) -> str | None:
         # POST went to the base path) and after a "#" it was dropped, and every request was
         # refused by whatever answered there, its records dropped
         raise ConfigError(
-            f"DANLU_API_URL={raw!r} holds a query or fragment ('?' or '#'); the metrics path "
+            f"DANLU_API_URL={url!r} holds a query or fragment ('?' or '#'); the metrics path "
             "is appended to it, so it must end with its host, port or path prefix, such as "
             "http://127.0.0.1:8000"
         )
@@ -201,8 +210,8 @@ def _api_url(environ: Mapping[str, str]) -> str | None:
 def _precision(environ: Mapping[str, str]) -> Precision | None:
     """``DANLU_PRECISION`` as the estimator names it (``fp32``, ``fp16`` or ``bf16``); None
     when unset or empty. Another value is a :class:`ConfigError` naming the variable."""
-    raw = environ.get("DANLU_PRECISION")
-    if raw is None or raw.strip() == "":
+    raw = _stripped(environ, "DANLU_PRECISION")
+    if raw is None:
         return None
     try:
         return precision_name(raw, "DANLU_PRECISION")
@@ -214,7 +223,7 @@ def _precision(environ: Mapping[str, str]) -> Precision | None:
 
 
 def _hparams(environ: Mapping[str, str]) -> dict[str, Any]:
-    raw = _str(environ, "DANLU_HPARAMS")
+    raw = _name(environ, "DANLU_HPARAMS")
     if raw is None:
         return {}
     try:
@@ -278,11 +287,14 @@ class JobEnv:
         not a positive byte size; a ``DANLU_API_URL`` that is not an ``http(s)://`` URL with
         a host, or that holds a query, a fragment, a user name or a password; a
         ``DANLU_API_URL``, ``DANLU_JOB_ID``, ``DANLU_CHECKPOINT_DIR`` or
-        ``DANLU_METRICS_FILE`` of only whitespace; a ``DANLU_JOB_ID`` of ``.`` or ``..``; a
-        ``DANLU_TOKEN`` with whitespace, a control or a non-ASCII character inside (around it,
-        whitespace is stripped); a ``DANLU_HPARAMS`` that is no JSON object (or nested too
-        deeply to decode); a ``DANLU_PRECISION`` that is not a precision. An unset (or
-        empty) variable takes its default.
+        ``DANLU_METRICS_FILE`` (or another name: ``DANLU_SWEEP_ID``, ``MASTER_ADDR``,
+        ``TORCHELASTIC_RUN_ID``, ``DANLU_HPARAMS``) of only whitespace; a ``DANLU_JOB_ID`` of
+        ``.`` or ``..``; a ``DANLU_TOKEN`` with whitespace, a control or a non-ASCII character
+        inside; a ``DANLU_HPARAMS`` that is no JSON object (or nested too deeply to decode); a
+        ``DANLU_PRECISION`` that is not a precision. Whitespace around every value is
+        stripped (a ``\\r`` from an env file edited on Windows named a directory
+        ``ckpt\\r``). An unset (or empty) variable takes its default, as does a number, a
+        precision or a token of only whitespace.
         """
         env = os.environ if environ is None else environ
         world = _at_least(env, "WORLD_SIZE", 1, 1) or 1
@@ -312,7 +324,7 @@ class JobEnv:
             raise ConfigError(f"DANLU_GLOBAL_BATCH_SIZE={global_batch} must be positive")
         return cls(
             hparams=_hparams(env),
-            sweep_id=_str(env, "DANLU_SWEEP_ID"),
+            sweep_id=_name(env, "DANLU_SWEEP_ID"),
             trial=_at_least(env, "DANLU_TRIAL", None, 0),
             array_index=_at_least(env, "DANLU_ARRAY_INDEX", None, 0),
             precision=_precision(env),
@@ -329,10 +341,10 @@ class JobEnv:
             local_rank=local_rank,
             world_size=world,
             local_world_size=local_world,
-            master_addr=_str(env, "MASTER_ADDR"),
+            master_addr=_name(env, "MASTER_ADDR"),
             master_port=port,
             elastic_restart_count=_at_least(env, "TORCHELASTIC_RESTART_COUNT", 0, 0) or 0,
-            elastic_run_id=_str(env, "TORCHELASTIC_RUN_ID"),
+            elastic_run_id=_name(env, "TORCHELASTIC_RUN_ID"),
         )
 
     @property

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -13,10 +14,48 @@ from danlu.train.checks import whole_argument
 from danlu.train.context import TrainContext
 from danlu.train.step import LossFn
 
+log = logging.getLogger("danlu.train")
+
 EVALUATED = "evaluated_epoch"
 """Key of ``ctx.extra`` (saved in the checkpoints) naming the last epoch ``fit`` evaluated: a
 run resumed from that epoch's end-of-epoch checkpoint neither evaluates it again nor steps
 ``ReduceLROnPlateau`` twice for it."""
+
+
+def _evaluated(value: Any) -> float:
+    """``fit``'s ``evaluate`` result as the epoch's metric: a real number or a one-element
+    tensor. Anything else (None from an ``evaluate`` without its ``return``, a dict of
+    metrics, a word) is a :class:`~danlu.core.errors.ConfigError` naming ``evaluate`` and
+    what it returned; ``float()``'s own error named neither. What ``float()`` reads is
+    taken as before (a number's string too)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError, RuntimeError):
+        pass
+    what = "None" if value is None else f"a {type(value).__name__}"
+    if isinstance(value, torch.Tensor):
+        what = f"a tensor of shape {tuple(value.shape)}"
+    raise ConfigError(
+        "fit(evaluate=...) must return the epoch's metric as a number (a float or a "
+        f"one-element tensor); it returned {what}"
+    )
+
+
+def _evaluated_or_saved(ctx: TrainContext, evaluate: Callable[[TrainContext], Any]) -> float:
+    """The epoch's metric from ``evaluate``; when ``evaluate`` fails (a bug in it, an
+    out-of-memory error while evaluating), the epoch's training is checkpointed first
+    (without a metric, where a checkpoint directory is set) and the error raised: before,
+    the run closed without a checkpoint and its restart trained the epoch again (from
+    scratch without periodic checkpoints). The restart resumes at the epoch's end and
+    evaluates it. A failed checkpoint is logged, and ``evaluate``'s error raised."""
+    try:
+        return _evaluated(evaluate(ctx))
+    except Exception:
+        try:
+            ctx.save()
+        except Exception:
+            log.exception("the checkpoint of step %d, after evaluate failed, failed", ctx.step_num)
+        raise
 
 
 def fit(
@@ -40,7 +79,10 @@ def fit(
     for ``keep_best`` (``best_metric`` defaults to ``"eval"``; ``best_mode`` to the plateau
     scheduler's mode, else ``"min"``). Each epoch is evaluated once across restarts (a run
     resumed from an end-of-epoch checkpoint goes on with the next epoch), and a run resumed at
-    ``max_steps`` or beyond trains no more. ``max_steps`` is an integer >= 1 or None (no
+    ``max_steps`` or beyond trains no more. An ``evaluate`` that raises (or returns no
+    number: a :class:`~danlu.core.errors.ConfigError` naming it) has the epoch's end
+    checkpointed first, so that its restart evaluates the epoch without training it
+    again. ``max_steps`` is an integer >= 1 or None (no
     step bound): 0, which trained nothing and said nothing, is a
     :class:`~danlu.core.errors.ConfigError` naming it. Every other keyword goes to
     :func:`danlu.train.init` but ``dataset_size`` (it is ``len(dataset)``: a
@@ -88,7 +130,7 @@ def fit(
                 if max_steps is not None and ctx.step_num >= max_steps:
                     return ctx
             if evaluate is not None and ctx.extra.get(EVALUATED) != ctx.epoch:
-                metric = float(evaluate(ctx))
+                metric = _evaluated_or_saved(ctx, evaluate)
                 ctx.lr.plateau_step(metric)
                 ctx.extra["eval"] = metric
                 ctx.extra[EVALUATED] = ctx.epoch

@@ -7,6 +7,7 @@ The job then exits with :data:`danlu.train.env.PREEMPTED_EXIT_CODE`.
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import weakref
@@ -16,6 +17,8 @@ from typing import Any
 from danlu.train.checks import whole_argument
 from danlu.train.distributed import Distributed
 from danlu.train.env import PREEMPTED_EXIT_CODE
+
+log = logging.getLogger("danlu.train")
 
 
 class Preempted(SystemExit):
@@ -48,7 +51,8 @@ class Preemption:
         """True once another context's preemption exit (:meth:`exit`) ran while this one
         was open: an ``init`` inside this one's ``with`` block that stopped first (every
         rank alike: the ranks agreed on its stop). Its context then checkpoints as it
-        closes, by its ``with`` or by hand."""
+        closes, by its ``with`` or by hand, unless the exit was caught inside it: see
+        :meth:`forget_other_exit`."""
         self._previous: Any = None
         self._installed = False
         _OPEN.add(self)
@@ -56,6 +60,24 @@ class Preemption:
             self._previous = signal.signal(signal.SIGTERM, self._on_signal)
             self._installed = True
             _INSTALLED.append(self)
+            self._say_handler_set_aside()
+
+    def _say_handler_set_aside(self) -> None:
+        """WARN that the script's own SIGTERM handler, installed before this, is not called
+        while this is installed (it may exit at once, before the checkpoint): before, it
+        was silently never called, and its clean-up never ran."""
+        previous = self._previous
+        if not callable(previous) or isinstance(getattr(previous, "__self__", None), Preemption):
+            return  # SIG_DFL, SIG_IGN, one installed from C (None), or an outer context's
+        name = getattr(previous, "__qualname__", None) or repr(previous)
+        log.warning(
+            "SIGTERM's handler %s, installed before danlu.train.init, is not called while "
+            "the training context is open: on SIGTERM the context checkpoints at the next "
+            "step and exits with %d (a SystemExit: put clean-up in a finally block or after "
+            "the with block); the handler is given back when the context closes",
+            name,
+            self.exit_code,
+        )
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.requested = True
@@ -78,6 +100,14 @@ class Preemption:
             if other is not self:
                 other.other_exited = True
         return Preempted(self.exit_code)
+
+    def forget_other_exit(self) -> None:
+        """Clear :attr:`other_exited`: the other context's exit did not end this one's run.
+        Its context calls this when it takes a step (the script caught the exit and trained
+        on) and when its ``with`` block is left by anything but a preemption exit; set for
+        good, the flag made a context closed much later write a preemption checkpoint and
+        log "exiting with 75" though nothing exited."""
+        self.other_exited = False
 
     def should_stop(self, step: int) -> bool:
         """True on every rank when any rank was signalled (checked every ``check_every``
