@@ -242,13 +242,14 @@ def test_a_model_on_meta_traces_as_on_cpu(models_dir: Path, trace_in_process: Tr
 def test_a_compiled_model_is_traced_eagerly_with_a_warning(
     models_dir: Path, trace_in_process: Tracer, factory: str
 ) -> None:
-    from danlu.estimate.memory.trace_worker import COMPILED_WARNING
+    from danlu.estimate.memory.user_program import compiled_warning
 
     compiled = _traced(trace_in_process, models_dir, factory)
     eager = _traced(trace_in_process, models_dir, "full")
     assert compiled.peak_logical_bytes == eager.peak_logical_bytes
-    assert compiled.warnings == [COMPILED_WARNING]
-    assert "torch.compile" in COMPILED_WARNING and "eager" in COMPILED_WARNING
+    assert compiled.warnings == [compiled_warning(["the model"])]
+    assert "torch.compile'd: the model;" in compiled.warnings[0]
+    assert "eager" in compiled.warnings[0]
     assert eager.warnings == []
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 import time
@@ -201,6 +202,25 @@ def run_estimate(
                 soft_wrap=True,
             )
         traces = traced(sizes)
+    checked_alone = False  # batch 1 traced (after the fit) to check it trains
+
+    def cannot_train_alone(b: int) -> bool:
+        """Whether ``b`` is a batch of one sample that the model cannot train on (batch
+        normalisation in training): known when the fit was traced from 2 on for it, else
+        told by tracing batch 1 once (for ``--sweep`` and ``--max-batch`` alike). A batch
+        below every traced one is the fit's figure alone: it "fitted" where the step
+        fails."""
+        nonlocal lone_sample, checked_alone
+        if b != 1 or 1 in sizes:  # (batch 1 traced: it trains)
+            return False
+        if not (lone_sample or checked_alone):
+            checked_alone = True
+            try:
+                traced([1])
+            except LoneSampleError:
+                lone_sample = True
+        return lone_sample
+
     source = "--gpu-memory" if limit_source == "--gpu-memory" else None
     estimates = {t.batch_size: replay(t, judged, source) for t in traces}
     traced_s = time.perf_counter() - t0
@@ -235,7 +255,7 @@ def run_estimate(
             "allocator_overhead": model.frag,
         }
         for b in sweep_sizes:
-            if b == 1 and lone_sample:  # the fit would answer it; the step itself fails
+            if cannot_train_alone(b):  # the fit would answer it; the step itself fails
                 rows.append({"batch_size": b, "error": LONE_SAMPLE_ROW})
                 continue
             try:
@@ -258,17 +278,11 @@ def run_estimate(
             except ExtrapolationError as exc:
                 mb = None
                 result["max_batch_error"] = str(exc)
-            if mb is not None and mb < min(sizes):
+            if mb is not None and cannot_train_alone(mb):
                 # an answer below every traced batch is the fit's alone: batch 1 of a model
-                # that cannot train on one sample "fitted" (traced from 2 on). Known, or
-                # told by tracing the answer, the smallest traced batch is what it needs
-                if not lone_sample:
-                    try:
-                        traced([mb])
-                    except LoneSampleError:
-                        lone_sample = True
-                if lone_sample:
-                    mb = None
+                # that cannot train on one sample "fitted" (traced from 2 on); the smallest
+                # traced batch is what it needs
+                mb = None
             result["max_batch"] = mb
             # the search stops at the cap: an answer there is a lower bound
             result["max_batch_capped"] = mb is not None and mb >= model.max_batch_cap
@@ -425,9 +439,15 @@ def _margin_bytes(margin: str, limit: int) -> int:
         try:
             share = float(text[:-1])
         except ValueError:
-            share = -1.0
-        if not 0.0 <= share < 100.0:
+            share = float("nan")
+        if not math.isfinite(share):
             raise SpecError("--margin", f"{margin!r} is not a percentage; write e.g. 5%")
+        if not 0.0 <= share < 100.0:  # "100%" was refused as "not a percentage"
+            raise SpecError(
+                "--margin",
+                f"{margin!r} is no share of the limit to keep free: write one from 0% up to "
+                "below 100%, e.g. 5%",
+            )
         return int(limit * share / 100.0)
     return parse_bytes(text, "--margin")
 

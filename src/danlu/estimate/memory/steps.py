@@ -262,11 +262,17 @@ _AUTOCAST_DTYPES: dict[str, torch.dtype | None] = {
 """The dtype autocast computes in at each precision (``None``: no autocast)."""
 
 
-def autocast(precision: str, device: str = "cpu") -> contextlib.AbstractContextManager[Any]:
-    """The autocast context for ``precision`` on ``device`` (fp32: none). ``precision`` is
+def autocast_dtype(precision: str) -> torch.dtype | None:
+    """The dtype autocast computes in at ``precision`` (None: fp32, no autocast), the name
     read as ``danlu.train`` reads it (:func:`precision_name`: ``"BF16"`` is bf16);
     :class:`SpecError` for another name (every name but two was float16)."""
-    dtype = _AUTOCAST_DTYPES[precision_name(precision)]
+    return _AUTOCAST_DTYPES[precision_name(precision)]
+
+
+def autocast(precision: str, device: str = "cpu") -> contextlib.AbstractContextManager[Any]:
+    """The autocast context for ``precision`` on ``device`` (fp32: none;
+    :func:`autocast_dtype`)."""
+    dtype = autocast_dtype(precision)
     if dtype is None:
         return contextlib.nullcontext()
     return torch.autocast(device, dtype=dtype)

@@ -29,7 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from danlu.core.errors import DanluError, SpecError
-from danlu.estimate.memory import kernels, steps
+from danlu.estimate.memory import kernels, steps, user_program
 from danlu.estimate.memory.trace_result import (
     DDP_BUCKETS,
     LoneSampleError,
@@ -161,10 +161,13 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
     t0 = time.perf_counter()
     factory = steps.load_factory(req.model_ref, req.sys_path)
     foreach = True if req.target == "cuda" else None
+    autocasts = user_program.AutocastWatch(req.precision)
     with (
+        user_program.missing_files_refused(req.model_ref),
         _value_reads_refused(req.model_ref),
         _sparse_refused(req.model_ref),
         _cuda_refused(req.model_ref),
+        autocasts.watching(),
         FakeTensorMode(allow_non_fake_inputs=False) as mode,
     ):
         tracker = StorageTracker(req.target, req.probe_limit_bytes)
@@ -172,7 +175,7 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
             model, make_batch, loss_fn = _build(factory, req.model_ref, mode)
             model.train()
             modules, module_parameters = _layers(model)
-            compiled = _compiled(model)
+            compiled = user_program.compiled_parts(model, make_batch, loss_fn)
             if req.checkpointing:
                 steps.enable_checkpointing(model, req.model_ref)
             param_sids = {
@@ -209,7 +212,8 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
                 tracker.mark("measured_" + phase)
 
             tracker.marks["measure_start"] = len(tracker.events)
-            steps.train_step(model, opt, batch, loss_fn, req.precision, passes, mark)
+            with autocasts.recording():
+                steps.train_step(model, opt, batch, loss_fn, req.precision, passes, mark)
             tracker.marks["measure_end"] = len(tracker.events)
             opt_sids = {tracker.sid_of(s) for s in steps.storages(list(opt.state.values()))}
             del model, opt, batch, make_batch, loss_fn, params
@@ -232,7 +236,10 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
         batch_sids,
         bucket_sids,
     )
-    warnings = [COMPILED_WARNING] if compiled else []
+    warnings = [user_program.compiled_warning(compiled)] if compiled else []
+    autocast_warning = autocasts.warning()
+    if autocast_warning:
+        warnings.append(autocast_warning)
     if tracker.probe is not None and tracker.probe.skipped:
         warnings.append(
             "kernel buffers not measured (over the probe limit) for: "
@@ -265,27 +272,6 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
         },
         modules=modules,
         module_parameters=module_parameters,
-    )
-
-
-COMPILED_WARNING = (
-    "the model is torch.compile'd: traced as its eager program (torch.compile does not run "
-    "under the tracer); the compiled step's fused kernels often keep fewer activations, so "
-    "its peak may be lower than this"
-)
-"""The trace's warning for a model that is, or holds, a ``torch.compile``'d module."""
-
-
-def _compiled(model: torch.nn.Module) -> bool:
-    """Whether ``model`` is, or holds, a ``torch.compile``'d module (``torch.compile(net)``,
-    dynamo's ``OptimizedModule``, or ``net.compile()`` in place). Under the tracer's
-    dispatch mode dynamo compiles nothing: the step runs the eager program, and its figures
-    are the eager step's."""
-    from torch._dynamo.eval_frame import OptimizedModule
-
-    return any(
-        isinstance(m, OptimizedModule) or getattr(m, "_compiled_call_impl", None) is not None
-        for m in model.modules()
     )
 
 
@@ -598,7 +584,8 @@ def run(req: TraceRequest, out: IO[str]) -> None:
             + "\n"
         )
         out.flush()
-        results.append(_trace_one(req, b).to_json())
+        with user_program.exit_refused(req.model_ref):  # (at import too)
+            results.append(_trace_one(req, b).to_json())
     out.write(json.dumps({"result": results}) + "\n")
     out.flush()
 
