@@ -24,25 +24,28 @@ it over on its clock's word alone (:class:`LeaseWatch`): it watches the lease's 
 clock of its own that no one sets (:func:`~danlu.server.loops.steady_clock`), and takes the
 lease over only once no one changed the row (its holder renews it every pass) for the
 lease's TTL and :data:`LEASE_GRACE` more, its expiry past on the wall clock too, or for
-:attr:`LeaseWatch.patience` seconds whatever its expiry (a dead holder's expiry a step back
-put far off, or a host whose clock runs ahead wrote). A step of a standby's clock ahead
-thus leaves a live holder's lease alone, and a dead holder's is taken over within
-``TTL + LEASE_GRACE`` seconds of watching it (of a start-up, too: a plane that finds a
-lease lapsed waits that long before it takes it, unless its holder gave it back or was a
-process of this host that is gone), at most :attr:`LeaseWatch.patience` seconds. The take
-is a compare-and-set on the row as watched (token and expiry, :func:`take_over`): a holder
-that renewed meanwhile keeps it. The holder that lost its lease (it hung past its TTL) finds
-another token on the row at its next renewal (as a pass begins, after its poll, and in the
-transaction that records its round), says so in its log and stops acting; its job locks
-were released with the lease. A plane whose checks fail after it took the lease (a database
-error) gives it back. The watch assumes that the planes sharing a database share
-``DANLU_INTERVAL`` (their leases' TTL).
+:meth:`LeaseWatch.patience_for` seconds whatever its expiry (a dead holder's expiry a step
+back put far off, or a host whose clock runs ahead wrote). The TTL is the holder's own
+(:attr:`Lease.ttl`, written when it took the lease): planes sharing a database may run with
+different ``DANLU_INTERVAL`` values. A step of a standby's clock ahead thus leaves a live
+holder's lease alone, and a dead holder's is taken over within ``TTL + LEASE_GRACE``
+seconds of watching it (of a start-up, too: a plane that finds a lease lapsed waits that
+long before it takes it, unless its holder gave it back or was a process of this host that
+is gone), at most :meth:`LeaseWatch.patience_for` seconds. The take is a compare-and-set
+on the row as watched (token and expiry, :func:`take_over`): a holder that renewed meanwhile
+keeps it. The holder that lost its lease (it hung past its TTL) finds another token on the
+row at its next renewal (as a pass begins, after its poll, and in the transaction that
+records its round), says so in its log and stops acting; its job locks were released with
+the lease. A plane whose checks fail after it took the lease (a database
+error) gives it back. A lease whose row names no TTL (written before revision 0034) is
+judged by the watcher's own TTL, which assumes that the planes share ``DANLU_INTERVAL``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import secrets
 import socket
@@ -51,7 +54,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import and_, func, select, text, update
+from sqlalchemy import and_, func, inspect, select, text, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -76,7 +79,7 @@ before it concludes that the other renews it (alive): two hosts' clocks differ a
 LEASE_POLL = 0.5
 """Seconds between a starting plane's tries to take a lease another plane holds."""
 LEASE_WAIT_CAP = 600.0
-"""The least :attr:`LeaseWatch.patience`: the longest a plane waits for a lease whose expiry
+"""The least :meth:`LeaseWatch.patience_for`: the longest a plane waits for a lease whose expiry
 lies far off (written by a host whose clock runs ahead, or before a step of this host's
 clock back) to be renewed before it takes its holder for dead."""
 LEASE_MIN_TTL = 10.0
@@ -135,6 +138,9 @@ class Holder:
     owner: str | None
     expires_at: float | None
     home: str | None
+    ttl: float | None = None
+    """The holder's lease's TTL as its row records it (:attr:`Lease.ttl`; None before
+    revision 0034)."""
 
     def describe(self) -> str:
         """The holder for an operator: its process, host and home (when recorded)."""
@@ -146,9 +152,9 @@ def read_holder(session: Session) -> Holder:
     """The lease's row, read afresh (the identity map's copy predates the locks' Core
     updates)."""
     row = session.execute(
-        select(Lease.lock_token, Lease.lock_owner, Lease.lock_expires_at, Lease.home).where(
-            Lease.id == LEASE
-        )
+        select(
+            Lease.lock_token, Lease.lock_owner, Lease.lock_expires_at, Lease.home, Lease.ttl
+        ).where(Lease.id == LEASE)
     ).one_or_none()
     return Holder(*row) if row is not None else Holder(None, None, None, None)
 
@@ -189,14 +195,14 @@ def take_lease(
     if why == "dead":
         log.info("%s: took the lease over from %s (no longer running)", where, holder.owner)
     elif why == "far":
-        log_unrenewed(holder, t, where, watch.patience)
+        log_unrenewed(holder, t, where, watch.patience_for(holder))
     elif why == "lapsed":
         log.warning(
             "%s: took the scheduler lease over from %s: no one renewed it for %.0f s (its "
             "TTL and %.0f s more) and it has expired: that plane is gone",
             where,
             holder.describe(),
-            watch.ttl + LEASE_GRACE,
+            watch.holder_ttl(holder) + LEASE_GRACE,
             LEASE_GRACE,
         )
     return locks.LeaseTake.TAKEN
@@ -206,10 +212,11 @@ def take_over(
     session: Session, holder: Holder, token: str, owner: str, ttl: float, t: float
 ) -> bool:
     """Take the ``scheduler`` lease with ``token`` if its row is still as ``holder`` (its
-    token and expiry) says, given back or its holder known to act no more, and release the
-    job locks of the holder's process (they would block this plane until they expire);
-    whether it was still ``holder``'s to take (a holder that renewed it meanwhile keeps it).
-    Commits, or rolls back when it was not."""
+    token and expiry) says, given back or its holder known to act no more, for ``ttl``
+    seconds (recorded on the row: :attr:`Lease.ttl`), and release the job locks of the
+    holder's process (they would block this plane until they expire); whether it was still
+    ``holder``'s to take (a holder that renewed it meanwhile keeps it). Commits, or rolls
+    back when it was not."""
     same = and_(
         Lease.id == LEASE,
         Lease.lock_token.is_(None) if holder.token is None else Lease.lock_token == holder.token,
@@ -217,7 +224,7 @@ def take_over(
         if holder.expires_at is None
         else Lease.lock_expires_at == holder.expires_at,
     )
-    values = {"lock_token": token, "lock_expires_at": t + ttl, "lock_owner": owner}
+    values = {"lock_token": token, "lock_expires_at": t + ttl, "lock_owner": owner, "ttl": ttl}
     try:
         taken = session.execute(
             update(Lease).where(same).values(**values).execution_options(synchronize_session=False)
@@ -322,7 +329,7 @@ def take_scheduler_lease(
     :func:`_steady_for`; give the one :func:`wait_before_upgrading` used, so that the wait
     before the upgrade counts) until it is found dead (:meth:`LeaseWatch.lapsed`: no one
     renewed it for its TTL and :data:`LEASE_GRACE` more, its expiry past, or for
-    :attr:`LeaseWatch.patience` seconds whatever its expiry) and taken over then; while its
+    :meth:`LeaseWatch.patience_for` seconds whatever its expiry) and taken over then; while its
     holder renews it, the start is refused once :meth:`LeaseWatch.renewal_wait` seconds have
     passed. A lease given back, or whose holder was a process
     of this host that is gone (the same home's plane, ``kill -9``'d), is taken at once. A
@@ -367,7 +374,7 @@ def take_scheduler_lease(
                 "waiting up to %.0f s for it to lapse",
                 holder.describe(),
                 shown,
-                max(deadline - now, watch.ttl + LEASE_GRACE),
+                max(deadline - now, watch.holder_ttl(holder) + LEASE_GRACE),
             )
         if now >= deadline and holder != first:  # renewed (or taken) meanwhile: alive
             raise ConfigError(
@@ -384,24 +391,47 @@ class LeaseWatch:
     no one sets (:func:`~danlu.server.loops.steady_clock`): a live holder changes the
     lease's row at every renewal (its expiry, every pass), so a row no one changed for the
     lease's TTL has a holder that did not renew it in time, whatever the hosts' wall clocks
-    say. :meth:`lapsed` takes the holder for dead once the row stayed unchanged for
-    :attr:`ttl` and :data:`LEASE_GRACE` more with its expiry past on the watcher's wall
-    clock, or for :attr:`patience` whatever its expiry (a dead holder's expiry a step of the
-    clock back, or a host whose clock runs ahead, put far off). Its expiry alone is no sign:
-    a step of the watcher's clock ahead makes a live holder's lease look expired. A plane
-    renews its lease every ``DANLU_INTERVAL`` seconds, and its lease lasts five of them
-    (:func:`scheduler_lease_ttl`): a watcher given its own ``ttl`` (planes sharing a
-    database share their settings) waits twice that for an unexpired lease where that is
-    longer than :data:`LEASE_WAIT_CAP`, so that a live holder of a long interval is not
-    taken for dead."""
+    say. :meth:`lapsed` takes the holder for dead once the row stayed unchanged for its TTL
+    (:meth:`holder_ttl`) and :data:`LEASE_GRACE` more with its expiry past on the watcher's
+    wall clock, or for :meth:`patience_for` whatever its expiry (a dead holder's expiry a
+    step of the clock back, or a host whose clock runs ahead, put far off). Its expiry alone
+    is no sign: a step of the watcher's clock ahead makes a live holder's lease look expired.
+    A plane renews its lease every ``DANLU_INTERVAL`` seconds, and its lease lasts five of
+    them (:func:`scheduler_lease_ttl`), recorded on the row when it took it
+    (:attr:`Lease.ttl`): the watcher measures the holder by that TTL, not its own (a standby
+    of a shorter interval took a live holder of a longer one for dead), and waits twice it
+    for an unexpired lease where that is longer than :data:`LEASE_WAIT_CAP`, so that a live
+    holder of a long interval is not taken for dead. A row that records no TTL (written
+    before revision 0034) is measured by the watcher's own :attr:`ttl`."""
 
     def __init__(self, ttl: float = LEASE_MIN_TTL) -> None:
         self._seen: tuple[tuple[str | None, str | None, float | None], float] | None = None
         self.ttl = ttl
-        """The holder's lease's TTL (this plane's own: :func:`scheduler_lease_ttl`)."""
-        self.patience = max(LEASE_WAIT_CAP, 2 * ttl)
-        """Seconds a row must stay unchanged for its holder to be taken for dead, whatever
-        its expiry."""
+        """This plane's own lease's TTL (:func:`scheduler_lease_ttl`): the holder's where
+        its row records none."""
+        self.patience = self.patience_of(ttl)
+        """:meth:`patience_for` a holder whose row records no TTL."""
+
+    @staticmethod
+    def patience_of(ttl: float) -> float:
+        """Seconds a row of a lease of ``ttl`` must stay unchanged for its holder to be taken
+        for dead, whatever its expiry: :data:`LEASE_WAIT_CAP`, or twice ``ttl`` where that is
+        longer."""
+        return max(LEASE_WAIT_CAP, 2 * ttl)
+
+    def holder_ttl(self, holder: Holder) -> float:
+        """The TTL ``holder``'s lease is measured by: the one its row records, else (a row
+        written before revision 0034, or a value no plane writes: not a positive, finite
+        number) this plane's own :attr:`ttl`."""
+        ttl = holder.ttl
+        if ttl is None or not math.isfinite(ttl) or ttl <= 0:
+            return self.ttl
+        return float(ttl)
+
+    def patience_for(self, holder: Holder) -> float:
+        """Seconds ``holder``'s row must stay unchanged for it to be taken for dead whatever
+        its expiry (:meth:`patience_of` its :meth:`holder_ttl`)."""
+        return self.patience_of(self.holder_ttl(holder))
 
     def unchanged_for(self, holder: Holder, steady: float) -> float:
         """Seconds (of the watch's clock; ``steady``: now) for which the lease's row has been
@@ -414,19 +444,21 @@ class LeaseWatch:
 
     def lapsed(self, holder: Holder, t: float, steady: float) -> bool:
         """Whether ``holder`` (read at ``t`` on the wall clock, ``steady`` on the watch's) is
-        dead: the row unchanged for :attr:`ttl` and :data:`LEASE_GRACE` more and its expiry
-        before ``t``, or unchanged for :attr:`patience`."""
+        dead: the row unchanged for its :meth:`holder_ttl` and :data:`LEASE_GRACE` more and
+        its expiry before ``t``, or unchanged for :meth:`patience_for` it."""
         unchanged = self.unchanged_for(holder, steady)
         expired = holder.expires_at is None or holder.expires_at < t
-        return unchanged >= self.patience or (expired and unchanged >= self.ttl + LEASE_GRACE)
+        return unchanged >= self.patience_for(holder) or (
+            expired and unchanged >= self.holder_ttl(holder) + LEASE_GRACE
+        )
 
     def renewal_wait(self, holder: Holder, t: float) -> float:
         """Seconds after a first look at ``holder`` (at ``t`` on the wall clock) after which
         a row renewed meanwhile is taken for a live holder's (its expiry then, at most
-        :attr:`patience`, and :data:`LEASE_GRACE` more); a row no one changes is waited for
-        until :meth:`lapsed` finds it dead."""
+        :meth:`patience_for` it, and :data:`LEASE_GRACE` more); a row no one changes is
+        waited for until :meth:`lapsed` finds it dead."""
         remaining = holder.expires_at - t if holder.expires_at is not None else 0.0
-        return min(self.patience, max(remaining, 0.0)) + LEASE_GRACE
+        return min(self.patience_for(holder), max(remaining, 0.0)) + LEASE_GRACE
 
     def forget(self) -> None:
         """Drop what was seen (this plane holds the lease)."""
@@ -463,7 +495,8 @@ def wait_before_upgrading(
     holder is waited for once), goes on once its holder is found dead
     (:meth:`LeaseWatch.lapsed`), and raises :class:`ConfigError` naming the holder and the
     fix while it is renewed. Reads the lease's columns of revision 0001, which every
-    revision has. Call before :func:`~danlu.server.db.upgrade_database`."""
+    revision has, and its holder's TTL (:attr:`Lease.ttl`) where the database's revision
+    has it (0034 on). Call before :func:`~danlu.server.db.upgrade_database`."""
     engine = make_engine(db_url)
     shown = engine.url.render_as_string(hide_password=True)
     read_steady = _steady_for(clock, steady)
@@ -479,24 +512,25 @@ def wait_before_upgrading(
             return
         if revision is None:
             return
+        columns = {column["name"] for column in inspect(engine).get_columns("leases")}
+        ttl = "ttl" if "ttl" in columns else "NULL AS ttl"  # the column came with 0034
+        query = text(
+            f"SELECT lock_token, lock_owner, lock_expires_at, {ttl} FROM leases WHERE id = :name"
+        )
         while True:
             t, now = clock(), read_steady()
             with engine.connect() as conn:
-                row = conn.execute(
-                    text(
-                        "SELECT lock_token, lock_owner, lock_expires_at FROM leases "
-                        "WHERE id = :name"
-                    ),
-                    {"name": LEASE},
-                ).one_or_none()
+                row = conn.execute(query, {"name": LEASE}).one_or_none()
             if row is None or row.lock_token is None or row.lock_expires_at is None:
                 return
             if dead_here(row.lock_owner):
                 return
-            holder = Holder(row.lock_token, row.lock_owner, row.lock_expires_at, None)
+            holder = Holder(row.lock_token, row.lock_owner, row.lock_expires_at, None, row.ttl)
             if watch.lapsed(holder, t, now):
                 if row.lock_expires_at >= t:
-                    log_unrenewed(holder, t, f"upgrading the database {shown}", watch.patience)
+                    log_unrenewed(
+                        holder, t, f"upgrading the database {shown}", watch.patience_for(holder)
+                    )
                 return
             if deadline is None:
                 first = holder

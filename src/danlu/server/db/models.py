@@ -557,3 +557,9 @@ class Lease(LockMixin, Base):
     :func:`~danlu.server.plane_lease.plane_home` names it (its home, with its host for the
     local executor, whose runs are that host's processes); kept when the lease is given back,
     so that a plane of another home can tell that the running jobs' runs are not its own."""
+    ttl: Mapped[float | None] = mapped_column(Double, default=None)
+    """Seconds the holder's lease lasts unless renewed
+    (:func:`~danlu.server.plane_lease.scheduler_lease_ttl` of its ``DANLU_INTERVAL``),
+    written when it took it: a plane watching the lease judges the holder by its own TTL
+    (:class:`~danlu.server.plane_lease.LeaseWatch`). Null in a row written before revision
+    0034 (the watcher's own TTL stands in)."""
