@@ -94,15 +94,23 @@ def test_a_sender_whose_clock_steps_ahead_mid_post_does_not_post_again(db: Datab
         sender.stop()
 
 
-def test_a_dead_senders_claim_from_before_a_step_back_is_claimed_again(db: Database) -> None:
+def test_a_dead_senders_claim_from_before_a_step_back_is_claimed_again(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once found unchanged for its TTL on the sender's steady clock
+    (:class:`~danlu.server.services.webhooks.ClaimWatch`), not an hour later."""
     with db.session() as s:
         hook = webhooks.create(s, "http://hooks.example/x", "admin", now=NOW - 2 * HOUR).id
         delivery_id = webhooks.ping(s, hook, now=NOW - 2 * HOUR).id
+    steady = Clock(0.0)
+    monkeypatch.setattr(webhooks, "steady_clock", steady)
     sender = WebhookSender(db, transport=httpx.MockTransport(lambda r: httpx.Response(200)))
     try:
         with db.session() as s:  # a sender claimed it, then died; the clock went back an hour
             assert webhooks.claim_due(s, "dead", sender.ttl, NOW, 1) == [delivery_id]
-        assert sender.run_once(now=NOW - HOUR + 5) == 1  # not an hour later
+        assert sender.run_once(now=NOW - HOUR + 5) == 0  # found: it may be a live post
+        steady.now = sender.ttl
+        assert sender.run_once(now=NOW - HOUR + 5 + sender.ttl) == 1  # not an hour later
         with db.read_session() as s:
             [delivery] = webhooks.deliveries(s, hook)
             assert delivery.delivered

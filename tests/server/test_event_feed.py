@@ -98,8 +98,11 @@ def test_the_api_and_danlu_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         # several states in one flag, as `danlu ls --state a,b` takes them
         code, out = danlu("events", "--since", "10m", "--state", "succeeded, FAILED")
         assert code == 0 and "RUNNING -> SUCCEEDED" in out and "submitted" not in out, out
-        code, out = danlu("events", "--since", "2000-01-01T00:00", "--user", "nobody")
+        code, out = danlu("events", "--since", "2000-01-01T00:00", "--state", "FAILED")
         assert code == 0 and "no events" in out
+        # a user that does not exist is named, not read as one with no events
+        code, out = danlu("events", "--since", "2000-01-01T00:00", "--user", "nobody")
+        assert code != 0 and "user 'nobody' not found" in out, out
         code, out = danlu("events", "--since", "yesterday-ish")
         assert code == 2 and "--since" in out
         # following: what there was, then what happens next

@@ -133,9 +133,8 @@ def test_a_held_job_is_passed_by_until_released(db: Database, tmp_path: Path) ->
         with db.session() as s:
             jobs.hold(s, third, True, alice)
             jobs.cancel_job(s, third, alice, now=NOW + 20)
-            released = jobs.hold(s, third, False, alice)  # a finished job's hold ends too
-            assert (released.state, released.held_at) == ("CANCELLED", None)
-            assert released.pending_reason is None
+        with db.session() as s, pytest.raises(ConflictError, match="is CANCELLED: release"):
+            jobs.hold(s, third, False, alice)  # a finished job is scheduled no more
         with db.session() as s, pytest.raises(ConflictError, match="a finished job cannot"):
             jobs.hold(s, third, True, alice)
     finally:
@@ -144,15 +143,16 @@ def test_a_held_job_is_passed_by_until_released(db: Database, tmp_path: Path) ->
 
 def test_holding_a_finished_job_is_a_conflict_even_if_it_was_held(db: Database) -> None:
     """A job held before it ended still has ``held_at``: holding it again is not "nothing
-    to change" but the 409 of any finished job; releasing it still works."""
+    to change" but the 409 of any finished job, and so is releasing it (it is scheduled no
+    more, held or not: a release of a finished job was a 200 that changed nothing else)."""
     alice, (first, _, _) = _three_jobs(db)
     with db.session() as s:
         jobs.hold(s, first, True, alice, now=NOW + 1)
         jobs.cancel_job(s, first, alice, now=NOW + 2)
     with db.session() as s, pytest.raises(ConflictError, match="a finished job cannot"):
         jobs.hold(s, first, True, alice, now=NOW + 3)
-    with db.session() as s:
-        assert jobs.hold(s, first, False, alice).held_at is None
+    with db.session() as s, pytest.raises(ConflictError, match="rerun it"):
+        jobs.hold(s, first, False, alice)
 
 
 def test_a_running_job_held_is_preempted_by_checkpoint_and_resumes_when_released(

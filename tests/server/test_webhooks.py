@@ -265,13 +265,16 @@ def test_a_claimed_delivery_is_not_claimed_twice_and_a_lost_lock_writes_nothing(
         webhooks.ping(s, hook_id, now=NOW)
     with db.session() as s:
         mine = webhooks.claim_due(s, "sender-a", 60.0, NOW, 10)
+    b_steady = [0.0]  # sender b's steady clock
+    b_watch = webhooks.ClaimWatch(lambda: b_steady[0])
     with db.session() as s:
-        assert webhooks.claim_due(s, "sender-b", 60.0, NOW + 1, 10) == []
+        assert webhooks.claim_due(s, "sender-b", 60.0, NOW + 1, 10, watch=b_watch) == []
     assert len(mine) == 1
     with db.session() as s:  # b holds no lock: its outcome is dropped
         assert not webhooks.record(s, mine[0], "sender-b", NOW, status_code=200, error=None)
-    with db.session() as s:  # a's lock expired (a died mid-post): b claims it again
-        assert webhooks.claim_due(s, "sender-b", 60.0, NOW + 61, 10) == mine
+    b_steady[0] = 60.0
+    with db.session() as s:  # a's claim unchanged for its TTL (a died mid-post): b takes it
+        assert webhooks.claim_due(s, "sender-b", 60.0, NOW + 61, 10, watch=b_watch) == mine
     with db.session() as s:
         assert not webhooks.record(s, mine[0], "sender-a", NOW + 62, status_code=200, error=None)
         webhooks.remove(s, hook_id)

@@ -71,8 +71,10 @@ def feed(
     such (follow a stream with the last id seen as ``after_id``: only settled events are
     returned, :func:`~danlu.server.services.settled.settled_id`, so none turns up later
     below it), or with ``tail`` the newest, in order too. A non-admin naming another
-    ``user`` is refused (it read as that user having no events)."""
+    ``user`` is refused (it read as that user having no events), and so is a ``user`` or
+    ``project`` that does not exist (:func:`~danlu.server.services.users.check_listed_names`)."""
     users.check_own_listing(viewer, user, "jobs' events")
+    users.check_listed_names(session, project, user)
     if not 1 <= limit <= MAX_EVENTS:
         raise SpecError("limit", f"must be between 1 and {MAX_EVENTS}")
     query = (

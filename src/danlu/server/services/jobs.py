@@ -46,7 +46,7 @@ from danlu.server.services.job_reasons import shift_clocks as shift_clocks
 from danlu.server.services.job_reasons import waits_for_launch as waits_for_launch
 from danlu.server.services.job_reasons import why as why
 from danlu.server.services.projects import HOLDING
-from danlu.server.services.users import check_own_listing, revoke_job_tokens
+from danlu.server.services.users import check_listed_names, check_own_listing, revoke_job_tokens
 
 MAX_LIMIT = 1000
 RESTART_BACKOFF_SECONDS = 10.0
@@ -159,11 +159,14 @@ def list_jobs(
     """Jobs, newest first, filtered by state(s), project and user name, submitted at or
     after ``since``, named like ``name`` (``*`` any characters, ``?`` one); a non-admin
     ``viewer`` sees only their own jobs: naming another ``user`` is refused (it read as
-    that user having none). ``before_id``: only the jobs submitted before that one (a
-    cursor: the last job of the page before, whose next page a job submitted meanwhile
-    does not shift, as it shifts one read by ``offset``); a :class:`SpecError` naming it
-    when the viewer has no job of that full id."""
+    that user having none), and naming a ``user`` or ``project`` that does not exist is a
+    :class:`~danlu.server.errors.NotFoundError` naming it (a typo read as "no jobs").
+    ``before_id``: only the jobs submitted before that one (a cursor: the last job of the
+    page before, whose next page a job submitted meanwhile does not shift, as it shifts one
+    read by ``offset``); a :class:`SpecError` naming it when the viewer has no job of that
+    full id."""
     check_own_listing(viewer, user, "jobs")
+    check_listed_names(session, project, user)
     if not 1 <= limit <= MAX_LIMIT:
         raise SpecError("limit", f"must be between 1 and {MAX_LIMIT}")
     if offset < 0:
@@ -485,16 +488,30 @@ def hold(
 ) -> Job:
     """Hold an unfinished job: the scheduler passes it by until it is released
     (``held=False``); a running one is preempted by checkpoint in the next round first (it
-    resumes from its checkpoint once released). Holding a held job, or releasing one that is
-    not, changes nothing. A finished job, or a running one that is not preemptible, cannot
-    be held (:class:`ConflictError`: cancel that one instead); a held job can always be
-    released, and a running one released before its preemption keeps running. A held job's
-    ``pending_reason`` names who held it, also once a job held while it ran is re-queued; a
-    released one's names what it waits for (:mod:`~danlu.server.services.pending_reasons`)."""
+    resumes from its checkpoint once released). Holding a held job, or releasing an
+    unfinished one that is not held, changes nothing. A finished job can be neither held nor
+    released (:class:`ConflictError` naming its state, as for its cancel or a new priority:
+    it is scheduled no more, held or not; a rerun runs it again), a running one that is not
+    preemptible cannot be held (cancel it instead), nor one being cancelled (its run is
+    stopped and it ends CANCELLED: a hold read as if it were to wait); an unfinished held
+    job can always be released, and a running one released before its preemption keeps
+    running. A held job's ``pending_reason`` names who held it, also once a job held while
+    it ran is re-queued; a released one's names what it waits for
+    (:mod:`~danlu.server.services.pending_reasons`)."""
     job = locked_job(session, job_id, viewer)
     state = JobState(job.state)
-    if held and state.terminal:  # before "unchanged": a job held before it ended too
-        raise ConflictError(f"job {job.id} is {job.state}: a finished job cannot be held")
+    if state.terminal:  # before "unchanged": a job held before it ended too
+        if held:
+            raise ConflictError(f"job {job.id} is {job.state}: a finished job cannot be held")
+        raise ConflictError(
+            f"job {job.id} is {job.state}: release lets a held job be scheduled again, and a "
+            "finished job is scheduled no more; rerun it to run it again"
+        )
+    if held and job.cancel_requested_at is not None:  # it ends CANCELLED, not held
+        raise ConflictError(
+            f"job {job.id} is being cancelled ({job.cancel_reason or 'cancelled'}): it ends "
+            "CANCELLED once its run has stopped, so there is nothing to hold"
+        )
     if held == (job.held_at is not None):
         return job
     if held:
@@ -511,7 +528,7 @@ def hold(
         job.held_at = None
         if state is JobState.PENDING:
             job.pending_reason = pending_reasons.released(session, job)
-        elif not state.terminal:  # it holds GPUs yet: its re-queue writes its own reason
+        else:  # it holds GPUs yet: its re-queue writes its own reason
             job.pending_reason = None
     flush_or_conflict(session, job.id)
     return job

@@ -17,14 +17,12 @@ no one renewed it for its TTL as watched on that plane's steady clock, never on 
 alone (:func:`~danlu.server.plane_lease.take_lease`), so a standby whose clock stepped ahead
 neither leads nor claims job rows beside the live holder; and a webhook sender never claims
 the deliveries it is posting itself (``posting`` of
-:func:`~danlu.server.services.webhooks.claim_due`), though a sender on a host whose clock
-stepped ahead may claim, and post a second time, one that another plane's sender is still
-posting. A step back makes the locks written
-before it last the step's length longer: a claimer may give ``longest``, the longest a lock
-of its kind is ever taken for (a webhook claim's is the same on every plane), and a lock
-whose expiry lies further ahead than that counts as expired (:func:`free`: a dead sender's
-claims are not held back an hour). The ``scheduler`` lease is judged by its holder's
-renewals instead (:class:`~danlu.server.plane_lease.LeaseWatch`), and the job locks of a
+:func:`~danlu.server.services.webhooks.claim_due`), nor one another sender claimed until it
+found that claim unchanged for the claim's TTL on its own steady clock
+(:class:`~danlu.server.services.webhooks.ClaimWatch`), whatever its expiry says: a step of
+either host's clock, ahead or back, neither posts a delivery twice nor holds a dead
+sender's claims back the step's length. The ``scheduler`` lease is judged by its holder's
+renewals likewise (:class:`~danlu.server.plane_lease.LeaseWatch`), and the job locks of a
 holder found dead are released with it (:func:`~danlu.server.plane_lease.take_over`).
 
 Each helper here runs and COMMITS its own short transaction: call it on a session with no
@@ -48,15 +46,10 @@ Locked = TypeVar("Locked", Job, Lease, WebhookDelivery)
 Key = Any
 
 
-def free(model: type[Locked], now: float, longest: float | None = None) -> ColumnElement[bool]:
-    """The rows of ``model`` unlocked at ``now``: never locked, given back, their lock
-    expired, or (``longest`` given) their lock's expiry more than ``longest`` seconds ahead
-    of ``now``, further than any lock of theirs is taken for: written before the wall clock
-    was set back, by a claimer that would have renewed or given it back since."""
-    expired = [model.lock_expires_at.is_(None), model.lock_expires_at < now]
-    if longest is not None:
-        expired.append(model.lock_expires_at > now + longest)
-    return or_(*expired)
+def free(model: type[Locked], now: float) -> ColumnElement[bool]:
+    """The rows of ``model`` unlocked at ``now``: never locked, given back, or their lock
+    expired."""
+    return or_(model.lock_expires_at.is_(None), model.lock_expires_at < now)
 
 
 def claim(
@@ -83,13 +76,14 @@ def claim_where(
     owner: str | None = None,
     limit: int | None = None,
     order_by: Sequence[Any] = (),
-    longest: float | None = None,
+    unlocked: ColumnElement[bool] | None = None,
 ) -> list[Key]:
     """Like :func:`claim` for up to ``limit`` rows matching ``conditions`` (a fetcher).
-    ``longest``: a lock whose expiry lies further ahead than that counts as expired
-    (:func:`free`). Commits."""
+    ``unlocked``: the rows the claimer may take, in place of those :func:`free` at ``now``
+    (a webhook sender judges another's claims on its steady clock, not on their expiry:
+    :func:`~danlu.server.services.webhooks.claim_due`). Commits."""
     t = resolve_now(now)
-    where = and_(*conditions, free(model, t, longest))
+    where = and_(*conditions, free(model, t) if unlocked is None else unlocked)
     values = {"lock_token": token, "lock_expires_at": t + ttl, "lock_owner": owner}
     if session.get_bind().dialect.name == "postgresql":
         query = select(model.id).where(where).order_by(*order_by, model.id)

@@ -19,9 +19,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
-from danlu.server.db.models import ApiToken, User
+from danlu.server.db.models import ApiToken, Project, User
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
 from danlu.server.services.common import delete_some, resolve_now
+from danlu.server.services.projects import DEFAULT_PROJECT
 
 ROLES = ("admin", "user")
 ADMIN = "admin"
@@ -357,4 +358,21 @@ def check_own_listing(viewer: User | None, user: str | None, what: str) -> None:
             f"{viewer.name!r} may list only their own {what}, not {user!r}'s (an admin "
             "may list anyone's); leave user out or give your own name",
             field="user",
+        )
+
+
+def check_listed_names(session: Session, project: str | None, user: str | None) -> None:
+    """Refuse (:class:`NotFoundError`, 404, naming the parameter) a listing filtered by a
+    ``user`` or ``project`` that does not exist: it read as one that has nothing, so that a
+    typo in a name (``?user=alcie``) looked like "no jobs". The ``default`` project, made
+    on first use, is there before any job made it. Call it after
+    :func:`check_own_listing`: a non-admin naming another user learns nothing of who
+    exists."""
+    if user is not None and session.scalar(select(User.id).where(User.name == user)) is None:
+        raise NotFoundError("user", user, "user", "danlu user ls, GET /users, lists them")
+    if project is None or project == DEFAULT_PROJECT:
+        return
+    if session.scalar(select(Project.id).where(Project.name == project)) is None:
+        raise NotFoundError(
+            "project", project, "project", "danlu project ls, GET /projects, lists them"
         )

@@ -19,14 +19,27 @@ import hashlib
 import hmac
 import json
 import secrets
+import threading
 import unicodedata
-from collections.abc import Collection, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from sqlalchemy import ColumnElement, delete, exists, func, insert, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Engine,
+    and_,
+    delete,
+    exists,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session, aliased
 
 from danlu.core.errors import SpecError
@@ -34,6 +47,7 @@ from danlu.core.state import JobState
 from danlu.core.values import check_values, quoted
 from danlu.server.db.models import Base, Job, Webhook, WebhookDelivery
 from danlu.server.errors import NotFoundError
+from danlu.server.loops import steady_clock
 from danlu.server.services import locks
 from danlu.server.services.common import IN_CHUNK, by_id, resolve_now
 from danlu.server.services.projects import project_for_use
@@ -405,6 +419,73 @@ def _kept(session: Session, seqs: Sequence[int]) -> set[int]:
 # -- the sender's steps ---------------------------------------------------------------------
 
 
+class ClaimWatch:
+    """The claims another sender holds on the deliveries due to be posted next, each with
+    when this process first found it, on a clock that no one sets (``steady``; by default
+    :func:`~danlu.server.loops.steady_clock`), as the ``scheduler`` lease is watched
+    (:class:`~danlu.server.plane_lease.LeaseWatch`). A claim's expiry is a wall-clock time
+    another host wrote: a step of this host's clock ahead made a live claim look expired,
+    one back made it look further ahead than any is taken for, and the delivery another
+    plane was posting was posted a second time. A claim is never renewed, and its post ends
+    within its TTL (the sender's ``timeout`` and the writes of its outcome), which unlocks it
+    or, failed, claims it anew with another token: one found unchanged for its TTL has a
+    sender that died or hung past it, whatever the wall clocks say (:meth:`lapsed`).
+    Thread-safe: the senders of one process on one database share one
+    (:func:`claim_watch`)."""
+
+    def __init__(self, steady: Callable[[], float] | None = None) -> None:
+        self._steady = steady
+        self._seen: dict[int, tuple[str, float]] = {}
+        """Delivery id -> (its claim's token, when it was first found so, steady)."""
+        self._lock = threading.Lock()
+
+    def lapsed(self, session: Session, now: float, ttl: float) -> list[tuple[int, str]]:
+        """The claims (delivery id, token) of the deliveries claimable at ``now`` but for
+        their claim (:func:`_claimable`) that were found unchanged for ``ttl`` seconds of
+        the watch's clock; a claim found for the first time, or with another token than
+        before, is timed from now. A read."""
+        query = select(WebhookDelivery.id, WebhookDelivery.lock_token).where(
+            *_claimable(now), WebhookDelivery.lock_token.is_not(None)
+        )
+        rows = session.execute(query).all()
+        steady = (self._steady or steady_clock)()
+        with self._lock:
+            seen: dict[int, tuple[str, float]] = {}
+            for delivery_id, token in rows:
+                before = self._seen.get(delivery_id)
+                since = before[1] if before is not None and before[0] == token else steady
+                seen[delivery_id] = (str(token), since)
+            self._seen = seen
+        return [(i, token) for i, (token, since) in seen.items() if steady - since >= ttl]
+
+
+_WATCHES: weakref.WeakKeyDictionary[Engine, ClaimWatch] = weakref.WeakKeyDictionary()
+_WATCHES_LOCK = threading.Lock()
+
+
+def claim_watch(session: Session) -> ClaimWatch:
+    """This process's :class:`ClaimWatch` of the database ``session`` is bound to (made at
+    its first use): what a sender watched is kept from one pass to the next."""
+    bind = session.get_bind()
+    engine = bind if isinstance(bind, Engine) else bind.engine
+    with _WATCHES_LOCK:
+        watch = _WATCHES.get(engine)
+        if watch is None:
+            watch = _WATCHES[engine] = ClaimWatch()
+        return watch
+
+
+def _unclaimed(lapsed: Sequence[tuple[int, str]]) -> ColumnElement[bool]:
+    """The deliveries a claimer may claim: unlocked, or locked still with the token of a
+    claim its watch found lapsed (:meth:`ClaimWatch.lapsed`; a compare-and-set, so that a
+    claim made anew since the watch read it is not taken)."""
+    taken_over = [
+        and_(WebhookDelivery.id == delivery_id, WebhookDelivery.lock_token == token)
+        for delivery_id, token in lapsed
+    ]
+    return or_(WebhookDelivery.lock_token.is_(None), *taken_over)
+
+
 def _claimable(now: float, posting: Collection[int] = ()) -> list[ColumnElement[bool]]:
     """A delivery the sender may post at ``now``: due (not done, its attempt time reached),
     none of its job's earlier deliveries to its webhook still undone (one waiting for its
@@ -430,22 +511,18 @@ def _claimable(now: float, posting: Collection[int] = ()) -> list[ColumnElement[
 
 
 def any_due(
-    session: Session, now: float, ttl: float | None = None, posting: Collection[int] = ()
+    session: Session,
+    now: float,
+    ttl: float | None = None,
+    posting: Collection[int] = (),
+    watch: ClaimWatch | None = None,
 ) -> bool:
-    """Whether a delivery can be claimed (:func:`claim_due` with the same ``ttl`` and
-    ``posting``) at ``now``: a read, so that the sender claims, a write, only then."""
-    unlocked = locks.free(WebhookDelivery, now, None if ttl is None else _longest(ttl))
-    query = select(WebhookDelivery.id).where(*_claimable(now, posting), unlocked)
+    """Whether a delivery can be claimed (:func:`claim_due` with the same ``ttl``,
+    ``posting`` and ``watch``) at ``now``: a read, so that the sender claims, a write, only
+    then. Without ``ttl`` only an unlocked delivery counts."""
+    lapsed = [] if ttl is None else (watch or claim_watch(session)).lapsed(session, now, ttl)
+    query = select(WebhookDelivery.id).where(*_claimable(now, posting), _unclaimed(lapsed))
     return session.scalar(query.limit(1)) is not None
-
-
-def _longest(ttl: float) -> float:
-    """How far ahead the expiry of a claim taken for ``ttl`` seconds may lie before it counts
-    as expired (:func:`~danlu.server.services.locks.free`): twice ``ttl``, so that a claim
-    a host whose clock runs up to ``ttl`` ahead made still holds, and one made before this
-    host's clock was set back (by a sender that died meanwhile) is not held the step's
-    length longer."""
-    return 2.0 * ttl
 
 
 def claim_due(
@@ -456,6 +533,7 @@ def claim_due(
     limit: int,
     owner: str | None = None,
     posting: Collection[int] = (),
+    watch: ClaimWatch | None = None,
 ) -> list[int]:
     """Lock up to ``limit`` due deliveries with ``token``, the first due one of each webhook
     whose first due one is not locked already (:func:`_claimable`), those due longest first.
@@ -463,8 +541,13 @@ def claim_due(
     token of the same sender (being posted) must not come back as claimed. ``posting``: the
     deliveries the sender is posting, never claimed again (nor any of their webhooks'),
     whatever their lock's expiry says: the sender's clock stepped ahead past it mid-post,
-    and the delivery was posted a second time beside the first. A claim whose expiry lies
-    more than twice ``ttl`` ahead counts as expired (:func:`_longest`)."""
+    and the delivery was posted a second time beside the first. Another sender's claim is
+    taken over only once ``watch`` (by default this process's, :func:`claim_watch`) found
+    it unchanged for ``ttl`` seconds of its steady clock (:class:`ClaimWatch`), never on
+    its wall-clock expiry, which a step of either host's clock moves: a sender whose clock
+    stepped posted what another was posting. Every plane's claims are taken for the same
+    ``ttl`` (planes sharing a database share their settings)."""
+    lapsed = (watch or claim_watch(session)).lapsed(session, now, ttl)
     return locks.claim_where(
         session,
         WebhookDelivery,
@@ -475,7 +558,7 @@ def claim_due(
         owner,
         limit=limit,
         order_by=[WebhookDelivery.next_attempt_at],
-        longest=_longest(ttl),
+        unlocked=_unclaimed(lapsed),
     )
 
 
