@@ -11,14 +11,17 @@ that end; then the freed thread is given the next due delivery of any
 webhook. So an endpoint that never answers holds one thread, and delays its own deliveries
 only. Every control plane sharing a store runs a sender; the row locks keep two from posting
 the same delivery, or to the same webhook, at the same time (a sender that dies mid-post
-leaves its rows to be claimed again once their lock expires, so an endpoint may see a
-delivery twice: ``X-Danlu-Delivery`` tells them apart).
+leaves its rows to be claimed again once another sender has found their claim unchanged
+for the lock's ``ttl``, so an endpoint may see a delivery twice: ``X-Danlu-Delivery`` tells
+them apart).
 
-The locks' expiries are wall-clock times (:mod:`danlu.server.services.locks`). A pass never
-claims a delivery it is posting, or has posted and not yet written the outcome of, again: a
-step of the clock ahead past its lock's expiry made it claimable, and it was posted a second
-time beside the first. A claim whose expiry lies more than twice the lock's ``ttl`` ahead
-counts as expired (its sender died before this host's clock was set back). The pending
+The locks' expiries are wall-clock times (:mod:`danlu.server.services.locks`), and no sender
+goes by them for another's claims: it takes one over only once its own steady clock found the
+claim unchanged for the lock's ``ttl`` (:class:`~danlu.server.services.webhooks.ClaimWatch`),
+so a step of either host's clock neither posts a delivery twice nor holds a dead sender's
+claims back. A pass never claims a delivery it is posting, or has posted and not yet written
+the outcome of, again: a step of the clock ahead past its lock's expiry made it claimable,
+and it was posted a second time beside the first. The pending
 retries move with a step of the clock (the reconcile loop finds it:
 :func:`webhooks.shift_retries`).
 
