@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from danlu.cli import jobs as common
-from danlu.cli.fitted_table import FittedTable
+from danlu.cli.fitted_table import FittedTable, print_whole
 from danlu.cli.markup import as_text
 from danlu.cli.options import (
     HomeOpt,
@@ -317,7 +317,7 @@ def show_data(
         return
     problems: list[str] = []
     shown = data if record is None else record.check(data, problems)
-    common.console.print(render(shown), highlight=False)
+    print_whole(common.console, render(shown), highlight=False)  # a pipe: a row a line
     common.fail_on(problems)
 
 

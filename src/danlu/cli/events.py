@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from danlu.cli.fitted_table import FittedTable
+from danlu.cli.fitted_table import FittedTable, prints_whole
 from danlu.cli.follow import PAGE, GapCursor, read_pages, row_id
 from danlu.cli.jobs import connect, console, fail, fail_on, print_json, report
 from danlu.cli.markup import after_state, reason_after_state
@@ -213,7 +213,7 @@ def events(
         return
     problems: list[str] = []
     checked = checked_events(found, problems)
-    if console.is_terminal:
+    if not prints_whole(console):  # a terminal
         console.print(table(checked))
     else:  # a pipe or a file: one event a line, as -f prints them (a table folds its cells)
         for event in checked:

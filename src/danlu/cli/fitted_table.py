@@ -1,12 +1,14 @@
 """A Rich table laid out for the width it is printed at: a table where every cell shows
 whole, else a record per line (:class:`FittedTable`); the base of ``danlu top``'s, ``danlu
-nodes``', ``danlu ls``' and the admin commands' tables."""
+nodes``', ``danlu ls``' and the admin commands' tables. Into a pipe or a file, every table
+of the CLI is printed whole instead, one row a line (:func:`print_whole`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
-from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.measure import Measurement
 from rich.table import Table
 
@@ -36,18 +38,47 @@ def needed_width(console: Console, table: Table, floors: Mapping[str, int]) -> i
     return total
 
 
-def print_whole(console: Console, table: Table) -> None:
-    """Print ``table`` on ``console``: on a terminal fitted to its width, as Rich does (a
-    cell cut to ``0.45…`` where the table is wider); into a pipe or a file, as wide as its
-    widest cells, none cut (``danlu metrics JOB | cat`` at the 80 columns a console assumes
-    there showed ``20:4…`` for a time, ``grad…`` for a header). ``table`` is changed: its
-    width set."""
-    if console.is_terminal:
-        console.print(table)
+def prints_whole(console: Console) -> bool:
+    """Whether ``console`` prints whole (:func:`print_whole`): its output is not a terminal (a
+    pipe, a file: ``danlu ls | grep PENDING``, ``danlu ls > jobs.txt``), whatever width it
+    has there (``COLUMNS``, which tools set for output that is no terminal, as ``watch`` and
+    pytest-xdist's workers do). On a terminal ``COLUMNS`` is the width, as Rich takes it."""
+    return not console.is_terminal
+
+
+def whole(console: Console, renderable: RenderableType) -> RenderableType:
+    """``renderable`` as :func:`print_whole` prints it into a pipe or a file: a
+    :class:`FittedTable` as its :meth:`~FittedTable.whole_table`; a table with no column
+    bounded in width (a name's ``max_width``, a width fitted to the terminal), as wide as
+    its widest cells, so that no cell folds onto a second line or is cut; a group each of
+    its parts so. Anything else (a line of text) as it is. A table given is changed."""
+    if isinstance(renderable, FittedTable):
+        renderable = renderable.whole_table()
+    if isinstance(renderable, Group):
+        return Group(*(whole(console, part) for part in renderable.renderables))
+    if isinstance(renderable, Table):
+        for column in renderable.columns:
+            column.width = column.max_width = None
+        renderable.width = None
+        options = console.options.update_width(WIDE)
+        renderable.width = Measurement.get(console, options, renderable).maximum
+    return renderable
+
+
+def print_whole(console: Console, *renderables: RenderableType, **options: Any) -> None:
+    """Print ``renderables`` (tables, lines) on ``console``: on a terminal fitted to its
+    width, as Rich does; into a pipe or a file (:func:`prints_whole`) each row of a table
+    and each line on one line, as wide as it is (:func:`whole`): at the 80 columns Rich
+    assumes there, ``danlu ls | grep PENDING`` missed the rows whose reason folded onto a
+    second line, ``danlu metrics JOB | cat`` showed ``20:4…`` for a time. ``options`` as
+    :meth:`~rich.console.Console.print` takes them (but for ``soft_wrap``, which a pipe's
+    output is). The tables given are changed."""
+    if not prints_whole(console):
+        console.print(*renderables, **options)
         return
-    whole = Measurement.get(console, console.options.update_width(WIDE), table).maximum
-    table.width = whole
-    console.print(table, crop=False)
+    shown = [whole(console, renderable) for renderable in renderables]
+    options.pop("crop", None)  # soft-wrapped: never cropped
+    console.print(*shown, **options, soft_wrap=True)  # a title or a line unfolded
 
 
 class FittedTable:
@@ -62,6 +93,10 @@ class FittedTable:
     def table(self, width: int) -> Table:
         """The table for a console ``width`` wide."""
         raise NotImplementedError
+
+    def whole_table(self) -> Table:
+        """The table with all its columns, for an output of any width (:func:`whole`)."""
+        return self.table(WIDE)
 
     def lines(self, width: int) -> RenderableType:
         """The records one per line, for a console ``width`` wide."""

@@ -172,8 +172,14 @@ class JobsTable(FittedTable):
         return [c for c in JOB_COLUMNS if not (narrow and c in ("user", "prio", "restarts"))]
 
     def table(self, width: int) -> Table:
+        return self._table(self._columns(width))
+
+    def whole_table(self) -> Table:
+        """Every column, whatever ``width`` the table was made for."""
+        return self._table(list(JOB_COLUMNS))
+
+    def _table(self, columns: list[str]) -> Table:
         table = Table(title=self.title or None, title_justify="left")
-        columns = self._columns(width)
         for col in columns:
             right = col in ("prio", "restarts", "age")
             table.add_column(

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from danlu.cli import jobs as common
 from danlu.cli import top as top_view
+from danlu.cli.fitted_table import print_whole
 from danlu.cli.markup import as_text, reason_after_state
 from danlu.cli.options import (
     HomeOpt,
@@ -89,9 +90,8 @@ def ls(
         common.console.print("no jobs")
         return
     problems: list[str] = []
-    common.console.print(
-        top_view.jobs_table(checked_jobs(jobs, problems), width=common.console.width)
-    )
+    shown = top_view.jobs_table(checked_jobs(jobs, problems), width=common.console.width)
+    print_whole(common.console, shown)  # a pipe, a file: a row a line, none folded
     common.fail_on(problems)
 
 
@@ -187,7 +187,7 @@ def _show_job(data: dict[str, Any], events: list[dict[str, Any]]) -> None:
     command = (data.get("spec") or {}).get("command")
     if command:
         table.add_row("command", as_text(shlex.join(str(arg) for arg in command)))
-    common.console.print(table)
+    print_whole(common.console, table)
     if events:
         ev = Table(title="events", title_justify="left")
         for col in ("time", "from", "to", "reason"):
@@ -203,4 +203,4 @@ def _show_job(data: dict[str, Any], events: list[dict[str, Any]]) -> None:
                 as_text(e.get("new")),
                 as_text((e.get("reason") or "") if reason is None else reason),
             )
-        common.console.print(ev)
+        print_whole(common.console, ev)

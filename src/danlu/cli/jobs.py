@@ -26,6 +26,7 @@ from rich.live import Live
 from danlu.cli import job_views, waiting
 from danlu.cli import top as top_view
 from danlu.cli import usage as usage_cli
+from danlu.cli.fitted_table import print_whole
 from danlu.cli.markup import OutputUnwritable, after_state, as_text, note_lines
 from danlu.cli.markup import console as cli_console
 from danlu.cli.options import (
@@ -539,14 +540,14 @@ def top(
         try:
             if once:
                 problems: list[str] = []
-                console.print(top_view.frame(client, width=console.width, problems=problems))
+                print_whole(console, top_view.frame(client, width=console.width, problems=problems))
                 fail_on(problems)
                 return
             while not console.is_terminal:  # Live would show nothing there until Ctrl-C
                 frame = read_across_restart(
                     client, lambda: top_view.frame(client, width=console.width)
                 )
-                console.print(frame)
+                print_whole(console, frame)
                 console.file.flush()
                 time.sleep(interval)
 

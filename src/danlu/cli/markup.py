@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import errno
 import os
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
+from danlu.cli.fitted_table import prints_whole
 from danlu.core.errors import DanluError
 from danlu.core.values import visible
 
@@ -88,7 +90,19 @@ class CliConsole(Console):
     command's handling: ``danlu sim plan ... | head -1`` then said that a target was
     missed, and the 141 of ``danlu sim`` and ``danlu estimate`` for a reader gone
     (:func:`~danlu.cli.output.stdout_written`) was never reached. A command without such
-    handling exits 141 too (:class:`~danlu.cli.main.DanluGroup`), not click's 1."""
+    handling exits 141 too (:class:`~danlu.cli.main.DanluGroup`), not click's 1.
+
+    Into a pipe or a file (:func:`~danlu.cli.fitted_table.prints_whole`) a line is printed
+    whole, never folded at the 80 columns Rich assumes there: ``danlu wait JOB | grep``
+    and ``danlu why JOB > why.txt`` had a long reason split onto a second line."""
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        """:meth:`rich.console.Console.print`, soft-wrapped by default into a pipe or a
+        file (a table's cells still fold there: :func:`~danlu.cli.fitted_table.print_whole`
+        prints it whole)."""
+        if options.get("soft_wrap") is None and prints_whole(self):
+            options["soft_wrap"] = True
+        super().print(*objects, **options)
 
     def on_broken_pipe(self) -> None:
         self.quiet = True  # what is left to print is dropped

@@ -14,6 +14,7 @@ import typer
 from danlu.cli import jobs as common
 from danlu.cli import top as top_view
 from danlu.cli import waiting
+from danlu.cli.fitted_table import print_whole
 from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, int_option
 from danlu.cli.reply_fields import checked_nodes
@@ -34,7 +35,7 @@ def nodes(
         common.print_json(data)
         return
     problems: list[str] = []
-    common.console.print(top_view.nodes_table(checked_nodes(data, problems)))
+    print_whole(common.console, top_view.nodes_table(checked_nodes(data, problems)))
     common.fail_on(problems)
 
 

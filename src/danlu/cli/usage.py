@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from rich.table import Table
 
 from danlu.cli import jobs as common
+from danlu.cli.fitted_table import print_whole
 from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, float_option
 from danlu.cli.reply_fields import USAGE
@@ -33,7 +34,7 @@ def usage(
         common.print_json(data)
         return
     problems: list[str] = []
-    common.console.print(_usage_table(USAGE.check(data, problems), days))
+    print_whole(common.console, _usage_table(USAGE.check(data, problems), days))
     common.fail_on(problems)
 
 
