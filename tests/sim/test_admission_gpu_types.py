@@ -66,4 +66,4 @@ def test_jobs_that_fit_their_types_still_run() -> None:
 
 def test_a_type_the_cluster_lacks_names_the_type() -> None:
     result = run(JobRequest("h100", 0.0, gpus=1, gpu_memory=GiB, gpu_types=frozenset({"H100"})))
-    assert dict(result.rejected)["h100"] == "asks for 1 GPUs of ['h100']; the cluster has 0"
+    assert dict(result.rejected)["h100"] == "asks for 1 GPU of ['h100']; the cluster has 0"

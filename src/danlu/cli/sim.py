@@ -17,6 +17,7 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from danlu.cli.fitted_table import print_whole
 from danlu.cli.markup import as_text
 from danlu.cli.markup import console as cli_console
 from danlu.cli.options import fail, float_option, given_options, int_option
@@ -89,6 +90,7 @@ from danlu.sim.config import SimConfig
 from danlu.sim.engine import Simulator
 from danlu.sim.metrics import SimResult, json_summary
 from danlu.sim.setting_types import option_refusal
+from danlu.sim.wording import counted
 from danlu.sim.workload import Workload, load_workload, synthetic_workload
 
 __all__ = [  # importable from here as before the flags and checks had modules of their own
@@ -139,6 +141,13 @@ def _load(workload: Path | None, jobs: int, seed: int) -> Workload:
     if workload is None:
         return synthetic_workload(jobs=jobs, seed=seed)
     return load_workload(workload)
+
+
+def _title(workload: Workload, cluster: Cluster) -> str:
+    """The summary table's title (``sim run``, ``sim compare``): the workload's name, its
+    jobs and the cluster's GPUs (``w: 1 job on 4 GPUs``; Rich markup)."""
+    jobs, gpus = counted(len(workload.jobs), "job"), counted(cluster.total_gpus, "GPU")
+    return f"{as_text(workload.name)}: {jobs} on {gpus}"
 
 
 def _notes(workload: Workload, notes: list[str | None]) -> None:
@@ -267,18 +276,20 @@ def run(
     except DanluError as exc:
         raise fail(exc) from None
     with stdout_written():  # a full disk or a gone reader: no traceback
-        console.print(
+        print_whole(
+            console,
             summary_table(
                 [result],
-                f"{as_text(wl.name)}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs",
+                _title(wl, cluster),
             ),
             crop=False,  # wider than the terminal: wrapped, no column lost
         )
         projects = project_table(result)
         if projects is not None:
-            console.print(projects)
+            print_whole(console, projects)
         _notes(wl, [rejection_note(result)])
-        console.print(f"simulated in {wall:.2f} s wall, {result.rounds} scheduling rounds")
+        rounds = counted(result.rounds, "scheduling round")
+        console.print(f"simulated in {wall:.2f} s wall, {rounds}")
         if json_out is not None:
             payload = result.to_json(timeline=True)
             payload["never_scheduled"] = list(wl.never_scheduled)
@@ -350,9 +361,11 @@ def compare(
     except DanluError as exc:
         raise fail(exc) from None
     with stdout_written():  # a full disk or a gone reader: no traceback
-        console.print(
+        print_whole(
+            console,
             summary_table(
-                results, f"{as_text(wl.name)}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs"
+                results,
+                _title(wl, cluster),
             ),
             crop=False,  # more policies than fit the terminal: wrapped, no column lost
         )
@@ -442,7 +455,8 @@ def plan(
 
         def simulate(nodes: int) -> tuple[dict[str, float], int]:
             cluster = Cluster.homogeneous(nodes, gpus_per_node)
-            with console.status(f"simulating {nodes} nodes ({cluster.total_gpus} GPUs)"):
+            size = f"{counted(nodes, 'node')} ({counted(cluster.total_gpus, 'GPU')})"
+            with console.status(f"simulating {size}"):
                 result = _simulate(wl, policy, options, cluster, config, traces, False)
             return result.summary(), len(result.rejected)
 
@@ -451,17 +465,17 @@ def plan(
         raise fail(exc) from None
     with stdout_written():  # a full disk or a gone reader: no traceback
         goals = as_text(", ".join(str(t) for t in targets))
-        title = f"{as_text(wl.name)}: {len(wl.jobs)} jobs, {policy}, targets {goals}"
+        title = f"{as_text(wl.name)}: {counted(len(wl.jobs), 'job')}, {policy}, targets {goals}"
         # wider than the terminal (many targets): wrapped, no column lost
-        console.print(plan_table(title, found.trials, targets, gpus_per_node), crop=False)
+        print_whole(console, plan_table(title, found.trials, targets, gpus_per_node), crop=False)
         _notes(wl, [])
         if found.nodes is None:
-            console.print(f"no cluster of up to {max_nodes} nodes meets the targets")
+            console.print(f"no cluster of up to {counted(max_nodes, 'node')} meets the targets")
         else:
             gpus = found.nodes * gpus_per_node
             console.print(
-                f"smallest cluster meeting the targets: {found.nodes} nodes x {gpus_per_node} "
-                f"GPUs = {gpus} GPUs"
+                f"smallest cluster meeting the targets: {counted(found.nodes, 'node')} x "
+                f"{counted(gpus_per_node, 'GPU')} = {counted(gpus, 'GPU')}"
             )
         if json_out is not None:
             payload = {
@@ -502,7 +516,10 @@ def pack(
     ] = 1.0,
     seeds: Annotated[
         str,
-        typer.Option("--seeds", help=f"Seeds, e.g. 42-51 or 1,2,3 (at most {MAX_SEEDS:,})."),
+        typer.Option(
+            "--seeds",
+            help=f"Seeds, whole numbers of 0 or more: e.g. 42-51 or 1,2,3 (at most {MAX_SEEDS:,}).",
+        ),
     ] = "42-51",
     json_out: JsonOpt = None,
     option: Annotated[
@@ -530,7 +547,8 @@ def pack(
         check_list_file(pods, "--pods", f"{OPENB_DATA}/openb_pod_list_default.csv")
         node_list = load_nodes(nodes)
         pod_list = load_pods(pods)
-        with console.status(f"packing {len(pod_list)} pods x {len(seed_list)} seeds ({policy})"):
+        packing = f"{counted(len(pod_list), 'pod')} x {counted(len(seed_list), 'seed')}"
+        with console.status(f"packing {packing} ({policy})"):
             result = run_allocation_experiment(
                 pod_list, node_list, policy, load, seed_list, options
             )
@@ -551,7 +569,7 @@ def pack(
                 "-" if first is None else f"{first:.1f}",
             )
         table.add_row("[bold]mean[/bold]", f"[bold]{result.allocation_ratio:.2f}[/bold]", "", "")
-        console.print(table)
+        print_whole(console, table)
         ratio, wall = result.allocation_ratio, result.wall_seconds
         console.print(f"allocation_ratio {ratio:.2f} ({policy}, {wall:.1f} s)")
         sources = {pod.name: pod.source for pod in pod_list}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -138,29 +139,37 @@ MAX_SEEDS = 10_000
 used to be built in memory before anything else (a MemoryError)."""
 
 
+_SEED_PART = re.compile(r"\s*\+?([0-9]+)\s*(?:-\s*\+?([0-9]+)\s*)?")
+"""A part of ``--seeds``: a seed or a range of them (``42``, ``42-51``), written with the
+digits 0-9."""
+
+
 def parse_seeds(text: str) -> list[int]:
     """``42-51`` or ``1,2,3`` (or a mix: ``1,5-7``) -> list of ints, at most
-    :data:`MAX_SEEDS` of them (counted before the list is built)."""
+    :data:`MAX_SEEDS` of them (counted before the list is built). A seed is a whole number
+    of 0 or more in the digits 0-9: ``1_0`` (read as 10) and other scripts' digits were
+    taken, and a negative seed was called no seed list without saying why."""
     spans: list[tuple[int, int]] = []
-    try:
-        for part in text.split(","):
-            part = part.strip()
-            if "-" in part:
-                lo, hi = part.split("-", 1)
-                spans.append((int(lo), int(hi)))
-                if spans[-1][1] < spans[-1][0]:
-                    turned = f"{hi.strip()}-{lo.strip()}"
-                    raise ConfigError(
-                        f"--seeds {text!r}: the range {part} counts down; write {turned}"
-                    )
-            elif part:
-                spans.append((int(part), int(part)))
-    except ConfigError:  # a range counting down, said as such
-        raise
-    except ValueError:
-        raise ConfigError(
-            f"--seeds {text!r} is not a seed list; write e.g. 42-51 or 1,2,3"
-        ) from None
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        match = _SEED_PART.fullmatch(part)
+        if match is None:
+            if part.strip().startswith("-"):
+                raise ConfigError(
+                    f"--seeds {text!r}: {part.strip()} is negative; seeds are whole numbers "
+                    "of 0 or more, e.g. 42-51"
+                )
+            raise ConfigError(
+                f"--seeds {text!r} is not a seed list; write e.g. 42-51 or 1,2,3 (whole "
+                "numbers of 0 or more, in the digits 0-9)"
+            )
+        lo, hi = match.groups()
+        spans.append((int(lo), int(hi if hi is not None else lo)))
+        if spans[-1][1] < spans[-1][0]:
+            raise ConfigError(
+                f"--seeds {text!r}: the range {part.strip()} counts down; write {hi}-{lo}"
+            )
     if not spans:
         raise ConfigError("--seeds is empty; write e.g. 42-51")
     total = sum(hi - lo + 1 for lo, hi in spans)

@@ -17,6 +17,7 @@ from danlu.sim.config import SimConfig
 from danlu.sim.elastic import ApplicationProfile
 from danlu.sim.progress import ProfiledProgress, Progress, RigidProgress
 from danlu.sim.simjob import SimJob, check_in_profile, model_of
+from danlu.sim.wording import counted
 from danlu.sim.workload import ProfiledWork, Workload, WorkloadJob
 
 
@@ -112,12 +113,12 @@ class _NeverFits:
         for (if it does not, the job fails once nothing else can run)."""
         total = self.total
         if request.gpus > total and not elastic:
-            return f"asks for {request.gpus} GPUs; the cluster has {total}"
+            return f"asks for {counted(request.gpus, 'GPU')}; the cluster has {total}"
         wanted = sorted({t.lower() for t in request.gpu_types})
         of_types = f" of {wanted}" if wanted else ""
         sizes = {m: n for m, n in allowed_sizes(request, self.cluster).items() if n}
         if wanted and not sizes:
-            return f"asks for {request.gpus} GPUs{of_types}; the cluster has 0"
+            return f"asks for {counted(request.gpus, 'GPU')}{of_types}; the cluster has 0"
         biggest = max(sizes, default=0)
         if request.gpu_memory > biggest:
             return (
@@ -128,6 +129,7 @@ class _NeverFits:
         have = sum(n for memory, n in sizes.items() if memory >= request.gpu_memory)
         if have < request.gpus and (wanted or not elastic):
             each = f" of {format_bytes(request.gpu_memory)} each" if request.gpu_memory else ""
-            return f"asks for {request.gpus} GPUs{of_types}{each}; the cluster has {have}"
+            asked = counted(request.gpus, "GPU")
+            return f"asks for {asked}{of_types}{each}; the cluster has {have}"
         quota = self.quotas.never_starts(request, self.cluster, elastic)
         return f"can never start: {quota}" if quota is not None else None

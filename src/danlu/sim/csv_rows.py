@@ -34,6 +34,20 @@ def check_no_extra_values(
         )
 
 
+def column_names(first: Sequence[str]) -> list[str]:
+    """A CSV header's column names, stripped of spaces and in lower case
+    (``Name, Submit_Time`` is ``name,submit_time``), as every reader of the simulator takes
+    them (workloads, pod and node lists): every format's columns are lower case, and a
+    spreadsheet's ``Name`` was refused as an unrecognised header while an optional
+    ``Project`` was ignored, every job then in project ``default`` (a pod list's
+    ``CPU_Milli`` was refused as a missing column, its ``GPU_Spec`` ignored). A name whose
+    lower case the header also has as written (``Name`` beside ``name``) is kept as it is,
+    an extra column, as before."""
+    names = [name.strip() for name in first]
+    written = set(names)
+    return [name if name.lower() in written else name.lower() for name in names]
+
+
 MAX_LINE_CHARS = 1 << 20
 """The most characters a line of a CSV file the simulator reads may hold (its line break
 aside): a million, where a workload's or a pod list's rows hold well under a thousand. A

@@ -29,7 +29,7 @@ import numpy as np
 
 from danlu.core.errors import DanluError, DataError
 from danlu.core.values import plain_float, quoted
-from danlu.sim.csv_rows import bounded_lines, check_no_extra_values
+from danlu.sim.csv_rows import bounded_lines, check_no_extra_values, column_names
 from danlu.sim.workload import undecodable_line
 
 if TYPE_CHECKING:  # scipy.interpolate costs ~0.5 s to import: loaded only when interpolating
@@ -501,7 +501,9 @@ count with, must not be zero or negative."""
 def _read_table(path: Path, columns: tuple[str, ...]) -> tuple[np.ndarray, list[int]]:
     """The named columns of a csv file as a 2-D float array (rows in file order) and each
     row's line in the file (where it ends; blank lines are skipped but counted). A UTF-8
-    byte-order mark (a spreadsheet's export) is skipped, as in workload files.
+    byte-order mark (a spreadsheet's export) is skipped, and the column names are read
+    stripped and in any case (:func:`~danlu.sim.csv_rows.column_names`), as in workload
+    files.
 
     Raises:
         DataError: the file is missing or unreadable, lacks a column, has no rows, or a value
@@ -514,7 +516,9 @@ def _read_table(path: Path, columns: tuple[str, ...]) -> tuple[np.ndarray, list[
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:  # a byte-order mark skipped
             reader = csv.DictReader(bounded_lines(handle, path, "a trace table (--traces)"))
-            missing = [c for c in columns if c not in (reader.fieldnames or [])]
+            # names stripped and in any case, as a workload's (` Step_Time` is step_time)
+            reader.fieldnames = column_names(reader.fieldnames or [])
+            missing = [c for c in columns if c not in reader.fieldnames]
             if missing:
                 raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
             rows = [(reader.line_num, row) for row in reader]

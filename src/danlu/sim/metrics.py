@@ -174,9 +174,41 @@ def finite_or_none(value: float | None) -> float | None:
     return value if value is None or math.isfinite(value) else None
 
 
-def json_summary(summary: Mapping[str, float]) -> dict[str, float | None]:
-    """A :meth:`SimResult.summary` for JSON: its non-finite values as None (``null``)."""
-    return {key: finite_or_none(value) for key, value in summary.items()}
+COUNT_FIGURES: Final = frozenset(
+    {
+        "jobs",
+        "preemptions",
+        "resizes",
+        "restarts",
+        "max_job_restarts",
+        "rounds",
+        "timed_out",
+        "node_failures",
+        "gpu_failures",
+        "lost_runs",
+        "unfinished",
+        "running",
+        "pending",
+        "rejected",
+    }
+)
+"""The figures of :meth:`SimResult.summary` and :meth:`SimResult.by_project` that count
+things (jobs, events, rounds): floats there, as the other figures, and whole numbers in
+the JSON (:func:`json_summary`)."""
+
+
+def json_summary(summary: Mapping[str, float]) -> dict[str, float | int | None]:
+    """A :meth:`SimResult.summary` (or a row of :meth:`SimResult.by_project`) for JSON: its
+    non-finite values as None (``null``), and its counts (:data:`COUNT_FIGURES`) as whole
+    numbers (``"jobs": 2``, where ``2.0`` was written); the other figures stay floats."""
+    return {key: _json_figure(key, value) for key, value in summary.items()}
+
+
+def _json_figure(key: str, value: float) -> float | int | None:
+    """One figure of :func:`json_summary`."""
+    if key in COUNT_FIGURES and math.isfinite(value) and float(value).is_integer():
+        return int(value)
+    return finite_or_none(value)
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -39,6 +39,7 @@ from danlu.sim.csv_rows import (
     POD_COLUMNS,
     bounded_lines,
     check_no_extra_values,
+    column_names,
 )
 from danlu.sim.setting_types import check_instance, check_real, check_whole, option_refusal
 from danlu.sim.workload import (
@@ -100,12 +101,13 @@ def _missing_columns_message(path: Path, flag: str, header: Sequence[str]) -> st
 
 
 def _read_rows(path: Path, flag: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
-    """The header (names stripped) and the rows of the pod or node list ``path`` given to
-    ``flag`` (a key of :data:`_LISTS`), each with the line it starts on (a quoted field may
-    span lines: the rows after it were reported a line early for each such break). The
-    list's role and flag (``a pod list (--pods)``) are named in the error for a line longer
-    than :data:`~danlu.sim.csv_rows.MAX_LINE_CHARS` (a file without line breaks, such as
-    ``/dev/zero``, was read for ever) or a file of more than
+    """The header (names stripped and in lower case, as a workload's:
+    :func:`~danlu.sim.csv_rows.column_names`) and the rows of the pod or node list ``path``
+    given to ``flag`` (a key of :data:`_LISTS`), each with the line it starts on (a quoted
+    field may span lines: the rows after it were reported a line early for each such
+    break). The list's role and flag (``a pod list (--pods)``) are named in the error for a
+    line longer than :data:`~danlu.sim.csv_rows.MAX_LINE_CHARS` (a file without line breaks,
+    such as ``/dev/zero``, was read for ever) or a file of more than
     :data:`~danlu.sim.csv_rows.MAX_LINES` lines, and for a header lacking the list's
     columns (:func:`_missing_columns_message`)."""
     what = f"{_LISTS[flag][0]} ({flag})"
@@ -132,7 +134,7 @@ def _read_rows(path: Path, flag: str) -> tuple[list[str], list[tuple[int, list[s
         ) from None
     if not rows:
         raise DataError(f"{path}: empty file, expected a header line")
-    header = [h.strip() for h in rows[0][1]]
+    header = column_names(rows[0][1])
     repeated = repeated_columns(header)
     if repeated:
         raise DataError(repeated_message(path, repeated))

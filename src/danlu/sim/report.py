@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from danlu.sim.metrics import SimResult
+from danlu.sim.wording import counted
 
 
 def plot_timeline(result: SimResult, path: str | Path) -> Path:
@@ -26,7 +27,7 @@ def plot_timeline(result: SimResult, path: str | Path) -> Path:
         top.step(hours, timeline.running, where="post", color="tab:blue", label="running")
         top.set_ylabel("jobs")
         top.legend(loc="upper right")
-        title = f"{result.workload} - {result.policy} ({result.total_gpus} GPUs)"
+        title = f"{result.workload} - {result.policy} ({counted(result.total_gpus, 'GPU')})"
         top.set_title(title, parse_math=False)  # a name's $...$ is text, not mathtext
         bottom.step(hours, timeline.allocated_gpus, where="post", color="tab:green")
         bottom.axhline(result.total_gpus, color="grey", linestyle="--", linewidth=0.8)

@@ -76,7 +76,7 @@ from danlu.core.spec import MAX_BATCH, MAX_GPUS, MAX_PRIORITY, MODEL_FAMILIES, p
 from danlu.core.units import MiB
 from danlu.core.values import plain_float
 from danlu.sched.view import JobRequest
-from danlu.sim.csv_rows import NODE_COLUMNS, bounded_lines, check_no_extra_values
+from danlu.sim.csv_rows import NODE_COLUMNS, bounded_lines, check_no_extra_values, column_names
 from danlu.sim.setting_types import check_real, check_whole
 
 
@@ -241,7 +241,7 @@ def _rows(path: Path) -> Iterator[tuple[list[str], Iterator[tuple[int, dict[str,
             if first is None:
                 raise DataError(f"{path}: empty file, expected a header line such as {example}")
             raise DataError(f"{path}, line 1: blank; the first line must be the header ({example})")
-        header = _column_names(first)
+        header = column_names(first)
         repeated = repeated_columns(header)
         if repeated:
             raise DataError(repeated_message(path, repeated))
@@ -261,17 +261,6 @@ def _rows(path: Path) -> Iterator[tuple[list[str], Iterator[tuple[int, dict[str,
                 raise DataError(_unreadable(path, start, exc)) from None
 
         yield header, rows()
-
-
-def _column_names(first: list[str]) -> list[str]:
-    """The header's column names, stripped of spaces and in lower case (``Name,Submit_Time``
-    is ``name,submit_time``: every format's columns are lower case, and a spreadsheet's
-    ``Name`` was refused as an unrecognised header while an optional ``Project`` was ignored,
-    every job then in project ``default``). A name whose lower case the header also has as
-    written (``Name`` beside ``name``) is kept as it is, an extra column, as before."""
-    names = [name.strip() for name in first]
-    written = set(names)
-    return [name if name.lower() in written else name.lower() for name in names]
 
 
 _ROW_FIX = "quote a value holding a comma, or name every column in the header"
