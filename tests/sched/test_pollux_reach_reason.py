@@ -49,7 +49,7 @@ def test_a_job_behind_unmovable_jobs_may_use_none() -> None:
         last_start=0.0,
     )
     reasons = _plan(_job("later", 1, 1), running=(held,))
-    assert reasons["later"].startswith("needs 1 GPUs but may use only 0")
+    assert reasons["later"].startswith("needs 1 GPU but may use only 0")
 
 
 def test_a_job_that_fits_but_lost_the_search_keeps_the_search_reason() -> None:

@@ -185,7 +185,7 @@ def test_fair_share_counts_a_memory_share_it_starts_as_its_part_of_a_gpu(users: 
         ("b1", 1000),
         ("a2", 1000),
     ]
-    assert plan.reason("b2") == "needs 1 GPUs, 0 free"
+    assert plan.reason("b2") == "needs 1 GPU, 0 free"
 
 
 def test_holding_a_placement_on_draining_gpus_takes_what_placing_it_took() -> None:

@@ -69,7 +69,7 @@ def test_danlu_still_says_outranked_when_a_job_could_fit() -> None:
 @pytest.mark.parametrize(
     ("request_kw", "expected"),
     [
-        ({"gpu_types": frozenset({"H100"})}, "needs 1 GPUs of type H100; 0 of the 4 free"),
+        ({"gpu_types": frozenset({"H100"})}, "needs 1 GPU of type H100; 0 of the 4 free"),
         ({"gpus": 2, "gpu_memory": 60 * GiB}, "needs 2 GPUs with 60.0GiB; 0 of the 4 free"),
     ],
 )
@@ -99,4 +99,4 @@ def test_why_not_at_a_count_other_than_the_request() -> None:
     assert why_not(free, job) == "needs 8 GPUs, 2 free"
     assert why_not(free, job, 4) == "needs 4 GPUs, 2 free"
     typed = _pending(gpus=8, gpu_types=frozenset({"A100-40GB"}))
-    assert why_not(free, typed, 1).startswith("needs 1 GPUs of type A100-40GB; 0 of the 2")
+    assert why_not(free, typed, 1).startswith("needs 1 GPU of type A100-40GB; 0 of the 2")

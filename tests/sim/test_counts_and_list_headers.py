@@ -16,13 +16,13 @@ from danlu.cli.main import app
 from danlu.cli.sim_flags import parse_seeds
 from danlu.core.cluster import Cluster
 from danlu.core.errors import ConfigError
+from danlu.core.values import counted
 from danlu.sched.registry import make_policy
 from danlu.sim.config import SimConfig
 from danlu.sim.engine import Simulator
 from danlu.sim.metrics import COUNT_FIGURES
 from danlu.sim.openb import load_nodes, load_pods, run_allocation_experiment
 from danlu.sim.report import plot_timeline
-from danlu.sim.wording import counted
 from danlu.sim.workload import load_workload
 
 ONE_JOB = "name,submit_time,gpus,duration\nj1,0,1,600\n"

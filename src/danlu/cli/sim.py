@@ -85,12 +85,12 @@ from danlu.cli.sim_tables import (
 )
 from danlu.core.cluster import Cluster
 from danlu.core.errors import ConfigError, DanluError, UnknownNameError
+from danlu.core.values import counted
 from danlu.sched.registry import default_registry
 from danlu.sim.config import SimConfig
 from danlu.sim.engine import Simulator
 from danlu.sim.metrics import SimResult, json_summary
 from danlu.sim.setting_types import option_refusal
-from danlu.sim.wording import counted
 from danlu.sim.workload import Workload, load_workload, synthetic_workload
 
 __all__ = [  # importable from here as before the flags and checks had modules of their own

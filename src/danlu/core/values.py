@@ -73,6 +73,12 @@ def show_number(value: float) -> str:
     return f"{int(value):,}" if whole and abs(value) < 10**21 else f"{value:g}"
 
 
+def counted(count: int, noun: str) -> str:
+    """``count`` and ``noun``, the noun with an ``s`` unless the count is one: ``1 node``,
+    ``4 nodes``, ``0 GPUs`` (``1 nodes``, ``needs 1 GPUs`` were printed)."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def range_message(low: float, high: float, value: float) -> str:
     """``must lie within low..high (got value)``; ``low..`` when ``high`` is infinite."""
     top = "" if high == math.inf else show_number(high)

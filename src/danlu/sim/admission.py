@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from danlu.core.cluster import Cluster
 from danlu.core.errors import ConfigError
 from danlu.core.units import format_bytes
+from danlu.core.values import counted
 from danlu.sched.share_size import allowed_sizes
 from danlu.sched.view import JobRequest
 from danlu.sim.config import SimConfig
 from danlu.sim.elastic import ApplicationProfile
 from danlu.sim.progress import ProfiledProgress, Progress, RigidProgress
 from danlu.sim.simjob import SimJob, check_in_profile, model_of
-from danlu.sim.wording import counted
 from danlu.sim.workload import ProfiledWork, Workload, WorkloadJob
 
 

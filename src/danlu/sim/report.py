@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from danlu.core.values import counted
 from danlu.sim.metrics import SimResult
-from danlu.sim.wording import counted
 
 
 def plot_timeline(result: SimResult, path: str | Path) -> Path:

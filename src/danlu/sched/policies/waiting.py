@@ -9,6 +9,7 @@ from functools import lru_cache
 
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.units import format_bytes
+from danlu.core.values import counted
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.view import JobRequest, JobStatus
 
@@ -47,8 +48,8 @@ def beyond_reach(least: int, reach: int) -> str:
     """Why a job that needs ``least`` GPUs gets none from a search over the cluster's GPUs
     (Optimus's split, Pollux's search): only ``reach`` of them are ones it may use."""
     return (
-        f"needs {least} GPUs but may use only {reach} (of the GPU types and memory it asks "
-        "for, on nodes open to new work, not held by jobs that stay)"
+        f"needs {counted(least, 'GPU')} but may use only {reach} (of the GPU types and memory "
+        "it asks for, on nodes open to new work, not held by jobs that stay)"
     )
 
 
@@ -56,9 +57,9 @@ def beyond_batch_limits(least: int, max_batch: int, min_local: int) -> str:
     """Why a job that needs ``least`` GPUs gets none: its batch limits give each of more
     than ``max_batch // min_local`` GPUs less than its least micro-batch."""
     return (
-        f"needs {least} GPUs but its batch limits allow at most {max_batch // min_local} "
-        f"(max_batch {max_batch} / min_local_bsz {min_local}); ask for fewer GPUs or allow "
-        "a larger batch"
+        f"needs {counted(least, 'GPU')} but its batch limits allow at most "
+        f"{max_batch // min_local} (max_batch {max_batch} / min_local_bsz {min_local}); ask "
+        "for fewer GPUs or allow a larger batch"
     )
 
 
@@ -83,9 +84,9 @@ def why_not(free: FreeMap, job: JobStatus, gpus: int | None = None) -> str:
     reason = free.reasons.get(key)
     if reason is None:
         reason = (
-            f"needs {count} GPUs, {free.total_free} free"
+            f"needs {counted(count, 'GPU')}, {free.total_free} free"
             if free.total_free < count
-            else f"needs {count} GPUs; the {free.total_free} free GPUs are fragmented"
+            else f"needs {counted(count, 'GPU')}; the {free.total_free} free GPUs are fragmented"
         )
         free.reasons[key] = reason
     return reason
@@ -123,8 +124,9 @@ def _why_not_kind(free: FreeMap, req: JobRequest, count: int) -> str:
         kinds.append(f"with {format_bytes(req.gpu_memory)}")
     kind = " ".join(kinds)
     fitting = free.free_for(req)
+    needs = f"needs {counted(count, 'GPU')} {kind}"
     if free.total_free < count:
-        return f"needs {count} GPUs {kind}, {free.total_free} free"
+        return f"{needs}, {free.total_free} free"
     if fitting < count:
-        return f"needs {count} GPUs {kind}; {fitting} of the {free.total_free} free GPUs are"
-    return f"needs {count} GPUs {kind}; the {fitting} free GPUs of that kind are fragmented"
+        return f"{needs}; {fitting} of the {free.total_free} free GPUs are"
+    return f"{needs}; the {fitting} free GPUs of that kind are fragmented"
