@@ -8,20 +8,14 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 import typer
-from fastapi.testclient import TestClient
+from cli_real_api import real_api
 from rich.console import Console
 from typer.testing import CliRunner
 
 from danlu.cli import admin as admin_cli
 from danlu.cli import jobs as jobs_cli
-from danlu.client import Client
-from danlu.config import load_settings
-from danlu.server.app import create_app
-from danlu.server.db import Database
-from danlu.server.services.users import bootstrap_admin
 
 APP = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 jobs_cli.register(APP)
@@ -32,28 +26,7 @@ admin_cli.register(APP)
 def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The API app on a fresh home; the commands reach it with the token they are given
     (``--token``), the admin's when none is. Yields the admin's token."""
-    settings = load_settings(home=tmp_path, fake_gpus="1x80GiB")
-    app = create_app(settings, start_loops=False)
-    db = Database(settings.db_url)
-    with db.session() as session:
-        admin_token = bootstrap_admin(session, settings.admin_token_path)
-    db.dispose()
-    assert admin_token is not None
-    with TestClient(app) as http:
-
-        def forward(request: httpx.Request) -> httpx.Response:
-            answer = http.request(
-                request.method, str(request.url), headers=request.headers, content=request.content
-            )
-            status, headers = answer.status_code, answer.headers
-            return httpx.Response(status, headers=headers, content=answer.content)
-
-        def factory(home: Path | None, url: str | None, token: str | None) -> Client:
-            transport = httpx.MockTransport(forward)  # to the app, in this process
-            return Client("http://testserver", token or admin_token, transport=transport)
-
-        monkeypatch.setattr(jobs_cli, "client_factory", factory)
-        monkeypatch.setattr(jobs_cli, "console", Console(width=200))
+    with real_api(tmp_path, monkeypatch) as admin_token:
         yield admin_token
 
 

@@ -72,13 +72,17 @@ def print_whole(console: Console, *renderables: RenderableType, **options: Any) 
     assumes there, ``danlu ls | grep PENDING`` missed the rows whose reason folded onto a
     second line, ``danlu metrics JOB | cat`` showed ``20:4…`` for a time. ``options`` as
     :meth:`~rich.console.Console.print` takes them (but for ``soft_wrap``, which a pipe's
-    output is). The tables given are changed."""
+    output is). Into a pipe or a file no line ends in blanks: a table without borders
+    (``danlu show``'s) pads each row to its widest. The tables given are changed."""
     if not prints_whole(console):
         console.print(*renderables, **options)
         return
     shown = [whole(console, renderable) for renderable in renderables]
     options.pop("crop", None)  # soft-wrapped: never cropped
-    console.print(*shown, **options, soft_wrap=True)  # a title or a line unfolded
+    with console.capture() as captured:  # plain text: no terminal, no colours
+        console.print(*shown, **options, soft_wrap=True)  # a title or a line unfolded
+    lines = captured.get().split("\n")
+    console.out("\n".join(line.rstrip(" ") for line in lines), end="", highlight=False)
 
 
 class FittedTable:

@@ -27,7 +27,13 @@ from danlu.cli import job_views, waiting
 from danlu.cli import top as top_view
 from danlu.cli import usage as usage_cli
 from danlu.cli.fitted_table import print_whole
-from danlu.cli.markup import OutputUnwritable, after_state, as_text, note_lines
+from danlu.cli.markup import (
+    OutputUnwritable,
+    after_state,
+    as_text,
+    note_lines,
+    submission_notes,
+)
 from danlu.cli.markup import console as cli_console
 from danlu.cli.options import (
     HomeOpt,
@@ -57,7 +63,7 @@ from danlu.cli.spec_build import (
 )
 from danlu.cli.spec_flags import FlagValueError, by_after
 from danlu.client import Client
-from danlu.client.errors import InvalidRequestError
+from danlu.client.errors import InvalidRequestError, NoServerError
 from danlu.client.rest import read_across_restart
 from danlu.config import load_client_settings
 from danlu.core.errors import DanluError
@@ -73,9 +79,21 @@ ClientFactory = Callable[[Path | None, str | None, str | None], Client]
 
 
 def default_client(home: Path | None, url: str | None, token: str | None) -> Client:
-    """A client from the flags, then ``DANLU_*`` (via danlu.config), then the home's files."""
+    """A client from the flags, then ``DANLU_*`` (via danlu.config), then the home's files.
+    A token given without a URL, and no server in the home to take the URL from (a user of
+    a shared control plane, given only a token), is told to give the URL: it was told to
+    start a server with ``danlu up``."""
     settings = load_client_settings(home, url, token)
-    return Client.from_home(settings.home, url=settings.url, token=settings.token)
+    try:
+        return Client.from_home(settings.home, url=settings.url, token=settings.token)
+    except NoServerError as exc:
+        if settings.token is None or settings.url is not None:
+            raise
+        raise NoServerError(
+            "no server URL for the API token given (--token, DANLU_TOKEN): set DANLU_URL, or "
+            "pass --url, to the control plane's address, e.g. http://HOST:8470 (and no local "
+            f"server: {exc})"
+        ) from None
 
 
 client_factory: ClientFactory = default_client
@@ -324,12 +342,15 @@ def _submitted(job: dict[str, Any], json_out: bool) -> None:
     if json_out:
         print_json(job)
         return
-    waiting = f", {job.get('pending_reason')}" if job.get("waiting_on") else ""
+    waits, notes = submission_notes(job)
+    waiting = f", {waits}" if waits else ""
     console.print(
         f"submitted job [bold]{as_text(job.get('id'))}[/bold] ({as_text(job.get('name'))}): "
         + as_text(f"{job.get('state')}{waiting}"),
         highlight=False,
     )
+    for note in note_lines(notes):  # as an array's: whole GPUs for a memory not estimated
+        console.print(note, highlight=False)
 
 
 # -- logs / cancel / why -----------------------------------------------------------------------

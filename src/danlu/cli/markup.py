@@ -84,6 +84,47 @@ def note_lines(notes: object) -> list[str]:
     return [f"note: {as_text(note)}" for note in notes if isinstance(note, str)]
 
 
+NEXT_ROUND = "waiting for the next scheduling round"
+"""A new job's pending reason when it waits for no other job: its submission's notes follow
+it in parentheses (``waiting for the next scheduling round (memory estimate skipped (...):
+using whole GPUs)``)."""
+
+
+def submission_notes(job: dict[str, Any]) -> tuple[str, list[str]]:
+    """A new job's ``pending_reason`` parted into what it waits for (a job it depends on;
+    empty when it waits for no job) and the notes its submission added there (how its
+    ``gpu_memory: auto`` was resolved, the model family inferred), as ``POST /sweeps``
+    gives them in its ``notes``: the server joins them with ``"; "`` after the job waited
+    for, else in parentheses after :data:`NEXT_ROUND`. A ``"; "`` within a note's own
+    parentheses (a failed trace's message) does not part it."""
+    reason = job.get("pending_reason")
+    if not isinstance(reason, str):
+        return "", []
+    if job.get("waiting_on"):  # a job's id and name never hold "; "
+        waits, _, told = reason.partition("; ")
+        return waits, _parted(told)
+    opening = f"{NEXT_ROUND} ("
+    if reason.startswith(opening) and reason.endswith(")"):
+        return "", _parted(reason[len(opening) : -1])
+    return "", []
+
+
+def _parted(told: str) -> list[str]:
+    """``told`` split at each ``"; "`` outside parentheses; none for empty text."""
+    notes: list[str] = []
+    depth, start = 0, 0
+    for at, char in enumerate(told):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth = max(depth - 1, 0)
+        elif char == ";" and depth == 0 and told.startswith("; ", at):
+            notes.append(told[start:at])
+            start = at + 2
+    notes.append(told[start:])
+    return [note for note in notes if note.strip()]
+
+
 class CliConsole(Console):
     """A Rich console whose reader going away raises :class:`BrokenPipeError` where it is
     written, as a plain write does. Rich's own answer exited with status 1 at once, past the
