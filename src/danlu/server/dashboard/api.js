@@ -41,7 +41,7 @@ async function request(path, options, read) {
       let message = response.status + " " + response.statusText;
       try {
         const body = await response.json();
-        if (body && body.error && body.error.message) message = body.error.message;
+        if (body && body.error && body.error.message) message = saidWithField(body.error);
       } catch (_) {
         // not JSON: keep the status line
       }
@@ -58,6 +58,14 @@ async function request(path, options, read) {
   } finally {
     clearTimeout(timeout);
   }
+}
+
+function saidWithField(error) {
+  // an error answer's words after the field it names, as danlu's client and cli say them
+  // (danlu.client.errors.ApiError): "reason: String should have at most 500 characters",
+  // not a message that leaves the reader to guess which value was refused
+  const field = typeof error.field === "string" ? error.field : "";
+  return (field ? field + ": " : "") + error.message;
 }
 
 function noteServerClock(response) {

@@ -2,9 +2,9 @@
 // this tab's sessionStorage only. Every value from the API is written as text (textContent),
 // never as markup: job names, reasons and node names are user input.
 //
-// This script signs in and out and refreshes the page every REFRESH_MS; the tables and the
-// job's panel are drawn by the scripts index.html loads before it (see api.js: classic
-// scripts of this folder that share one global scope, no build step).
+// This script signs in and out and refreshes the page every REFRESH_MS (not while its tab is
+// hidden); the tables and the job's panel are drawn by the scripts index.html loads before it
+// (see api.js: classic scripts of this folder that share one global scope, no build step).
 "use strict";
 
 const REFRESH_MS = 2000;
@@ -98,8 +98,15 @@ function filterJobs() {
 
 function tick() {
   // the timer's refresh: none while the newest is in flight (a slow API is not asked again and
-  // again); an action's refresh does not wait, it supersedes the one in flight
-  if (refreshing === 0) refresh();
+  // again); an action's refresh does not wait, it supersedes the one in flight. None while the
+  // tab is hidden (another tab in front, the window minimised): a page nobody reads does not
+  // ask the API 200 times a minute; shown again, it refreshes at once (showAgain())
+  if (refreshing === 0 && !document.hidden) refresh();
+}
+
+function showAgain() {
+  // the tab shown again while signed in: what it shows is as old as the time it was hidden
+  if (!document.hidden && timer !== null && refreshing === 0) refresh();
 }
 
 async function refresh() {
@@ -253,6 +260,7 @@ document.getElementById("login").addEventListener("submit", (event) => {
   start();
 });
 document.getElementById("logout").addEventListener("click", () => signOut());
+document.addEventListener("visibilitychange", showAgain);
 document.getElementById("metric-key").addEventListener("change", (event) => {
   drawMetric(event.target.value);
 });

@@ -35,7 +35,7 @@ function renderNodes(nodes) {
       const row = el("tr");
       row.dataset.node = node.name;
       row.appendChild(el("td", name));
-      row.appendChild(el("td", why, "node-" + state));
+      row.appendChild(el("td", why, "why node-" + state));
       for (let i = 0; i < 5; i += 1) row.appendChild(el("td", "-"));  // gpu .. jobs
       row.appendChild(nodeActions(node, state));
       rows.push(row);
@@ -48,10 +48,10 @@ function renderNodes(nodes) {
       row.dataset.node = node.name;
       row.dataset.gpu = gpu.index;
       row.appendChild(el("td", i === 0 ? name : ""));
-      row.appendChild(el("td", i === 0 ? why : "", "node-" + state));
+      row.appendChild(el("td", i === 0 ? why : "", "why node-" + state));
       const gpuState = gpu.state || "ready";
       const gpuWhy = gpuState === "ready" ? "" : " (" + gpuState + (gpu.cordon_reason ? ": " + gpu.cordon_reason : "") + ")";
-      row.appendChild(el("td", gpu.index + gpuWhy, gpuState === "ready" ? "number" : "number node-" + gpuState));
+      row.appendChild(el("td", gpu.index + gpuWhy, gpuState === "ready" ? "number" : "why node-" + gpuState));
       row.appendChild(el("td", gpu.type));
       row.appendChild(bar(gpu.allocated_memory || 0, gpu.memory || 0));
       row.appendChild(el("td", Math.round((gpu.allocated_milli || 0) / 10) + "%", "number"));

@@ -172,7 +172,7 @@ async function showJob(id, round) {
       const row = el("tr");
       row.appendChild(el("td", new Date(e.time * 1000).toLocaleString()));
       row.appendChild(el("td", (e.old || "") + " \u2192 " + e.new));
-      row.appendChild(el("td", e.old ? reasonAfterState(e.new, e.reason) : e.reason));
+      row.appendChild(el("td", e.old ? reasonAfterState(e.new, e.reason) : e.reason, "why"));
       return row;
     });
     document.querySelector("#events tbody").replaceChildren(...rows);

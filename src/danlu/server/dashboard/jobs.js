@@ -93,7 +93,7 @@ function renderJobs(jobs) {
     row.appendChild(el("td", job.priority, "number"));
     row.appendChild(el("td", gpusText(job)));
     row.appendChild(el("td", age(job.submitted_at), "number"));
-    row.appendChild(el("td", where(job)));
+    row.appendChild(el("td", where(job), "why"));
     row.appendChild(actions(job));
     return row;
   });

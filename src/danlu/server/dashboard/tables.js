@@ -20,7 +20,7 @@ function renderSweeps(newest, running) {
     row.appendChild(linkCell(sweep.id, "show-sweep", () => showSweep(sweep.id)));
     row.appendChild(el("td", sweep.name, "name"));
     row.appendChild(el("td", sweep.user));
-    row.appendChild(el("td", sweep.state + afterState(sweep.state, sweep.reason), "state"));
+    row.appendChild(el("td", sweep.state + afterState(sweep.state, sweep.reason), "state why"));
     row.appendChild(el("td", sweep.submitted + " / " + sweep.total, "number"));
     const objective = sweep.metric === null ? (sweep.array ? "array" : "-") : sweep.metric + " (" + sweep.goal + ")";
     row.appendChild(el("td", objective));
@@ -88,6 +88,7 @@ async function showSweep(id, round) {
         metricText(best.best)
       : "best: none yet (no trial has reported " + sweep.metric + ")";
     document.getElementById("trials-metric").textContent = sweep.metric === null ? "best" : sweep.metric;
+    document.getElementById("trials-unit").textContent = sweep.array ? "task" : "trial";  // as the cli
     replaceRows(document.querySelector("#trials tbody"), (sweep.trials || []).map((trial) => {
       const row = el("tr");
       row.dataset.trial = trial.trial;
@@ -95,7 +96,7 @@ async function showSweep(id, round) {
       row.appendChild(linkCell(trial.job_id, "show", () => showJob(trial.job_id)));
       const stopped = trial.stopped_early ? " (stopped early)" : "";
       row.appendChild(el("td", trial.state + stopped, "state state-" + trial.state));
-      row.appendChild(el("td", parametersText(trial.parameters)));
+      row.appendChild(el("td", parametersText(trial.parameters), "why"));
       row.appendChild(el("td", metricText(trial.best), "number"));
       row.appendChild(el("td", trial.step === null || trial.step === undefined ? "-" : trial.step, "number"));
       if (best && best.trial === trial.trial) row.className = "best";
@@ -140,7 +141,7 @@ function renderFeed(events) {
     row.appendChild(el("td", e.job_name, "name"));
     row.appendChild(el("td", e.user + "/" + e.project));
     row.appendChild(el("td", e.old ? e.old + " -> " + e.new : "submitted"));
-    row.appendChild(el("td", e.old ? reasonAfterState(e.new, e.reason) : e.reason || ""));
+    row.appendChild(el("td", e.old ? reasonAfterState(e.new, e.reason) : e.reason || "", "why"));
     return row;
   }));
 }
