@@ -86,3 +86,22 @@ def test_a_command_a_signal_ended_exits_128_plus_the_signal() -> None:
     said = readme[readme.index("`danlu run [--gpus N]") :]
     said = said[: said.index("`checkpoint_dir`")]
     assert "128 + N when signal N ended the command" in said and "143" in said
+
+
+def test_a_danlu_train_script_at_its_time_limit_exits_75() -> None:
+    """A ``danlu.train`` script checkpoints on the time limit's SIGTERM and exits 75: the
+    job ends CANCELLED with that code, which ``danlu run`` gives, as the README says beside
+    the 143 of a command that does not catch the SIGTERM."""
+    assert exit_code({"state": "CANCELLED", "exit_code": 75}) == 75
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    said = readme[readme.index("`danlu run [--gpus N]") :]
+    said = said[: said.index("`checkpoint_dir`")]
+    assert "143 after the time limit's SIGTERM, but 75 from a `danlu.train` script" in said
+
+
+def test_the_readme_names_gpu_fraction_where_it_explains_sharing() -> None:
+    """``resources.gpu_fraction`` (docs/api.md) is the other way to share a GPU: the README
+    says so where it explains ``gpu_memory`` sharing."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    said = readme[readme.index("`gpu_memory` below a GPU's size lets several jobs share it") :]
+    assert "`resources.gpu_fraction`" in said[: said.index("`gpu_memory: auto`")]

@@ -4,6 +4,7 @@ Output goes through :data:`danlu.cli.jobs.console` (tests replace it), the clien
 
 from __future__ import annotations
 
+import re
 import shlex
 import time
 from collections import deque
@@ -27,7 +28,7 @@ from danlu.cli.options import (
     refuse_empty,
 )
 from danlu.cli.reply_fields import checked_events, checked_job, checked_jobs
-from danlu.client import Client, ServerError
+from danlu.client import Client, NotFoundError, ServerError
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.units import SINCE_FORMS, format_bytes, format_duration, format_energy, parse_since
 
@@ -143,7 +144,10 @@ def show(
     """Show one job, with its allocation and recent events."""
     with common.connect(home, url, token) as client:
         try:
-            data = client.get_job(job)
+            try:
+                data = client.get_job(job)
+            except NotFoundError as exc:
+                raise common.fail(f"{exc}{by_name_hint(job)}") from None
             events = recent_events(client, str(data.get("id", job)))
         except DanluError as exc:
             raise common.fail(exc) from None
@@ -153,6 +157,19 @@ def show(
     problems: list[str] = []
     _show_job(checked_job(data, problems), checked_events(events, problems))
     common.fail_on(problems)
+
+
+JOB_ID_TEXT = re.compile(r"[0-9a-fA-F]+")
+"""What a job id, or the prefix of one, is made of: hex digits."""
+
+
+def by_name_hint(job: str) -> str:
+    """What follows a not-found error of ``danlu show JOB`` when ``JOB`` is no id (not hex
+    digits: a job's name, ``danlu show train``): ``; `danlu ls --name train` lists jobs by
+    name``, the name quoted for a shell; nothing for text an id could be."""
+    if JOB_ID_TEXT.fullmatch(job):
+        return ""
+    return f"; `danlu ls --name {shlex.quote(job)}` lists jobs by name"
 
 
 def _show_job(data: dict[str, Any], events: list[dict[str, Any]]) -> None:

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from danlu.cli.fitted_table import print_whole
 from danlu.cli.follow import PAGE, GapCursor, content, read_pages
-from danlu.cli.jobs import connect, console, fail, fail_on, print_json, report
+from danlu.cli.jobs import connect, console, err, fail, fail_on, print_json, report
 from danlu.cli.markup import as_text
 from danlu.cli.options import (
     HomeOpt,
@@ -28,6 +28,7 @@ from danlu.cli.options import (
     empty_error,
     int_option,
 )
+from danlu.cli.output import stderr_written
 from danlu.cli.reply_fields import JOB_STATE, TIME, checked_metrics, needed
 from danlu.client import Client
 from danlu.client.rest import read_across_restart
@@ -126,6 +127,50 @@ def table(records: Sequence[dict[str, Any]], keys: Sequence[str], runs: bool = F
             cells.append(escape(visible(cell(record.get(CHECKPOINT)))))
         out.add_row(*cells)
     return out
+
+
+NAMED_IN_NOTE = 8
+"""The most of the records' metric names a :func:`keys_unreported_note` names (then a
+count of the others)."""
+
+
+def keys_unreported_note(
+    records: Sequence[dict[str, Any]], keys: Sequence[str], runs: bool = False
+) -> str | None:
+    """A ``note:`` line (markup) when some of ``keys`` (``--keys``) are in none of the
+    ``records`` shown, a misspelt name (``--keys los``) whose column would be all ``-``
+    (or, followed, missing from every line) without a word: it names those keys and the
+    metrics the records do hold (with ``runs``, the records hold :data:`RUN_FIELDS`,
+    which are none). ``None`` when every key is in some record, or there are no records
+    (the command says that itself)."""
+    if not records:
+        return None
+    held: dict[str, None] = {}
+    for record in records:
+        for key in record:
+            if key not in _OWN and not (runs and key in RUN_FIELDS):
+                held.setdefault(key)
+    missing = [key for key in keys if key not in held]
+    if not missing:
+        return None
+    named = ", ".join(as_text(key) for key in missing)
+    if not held:
+        return f"note: --keys: no record shown holds {named}, nor any other metric"
+    fields = list(held)
+    listed = ", ".join(as_text(key) for key in fields[:NAMED_IN_NOTE])
+    more = f" and {len(fields) - NAMED_IN_NOTE} more" if len(fields) > NAMED_IN_NOTE else ""
+    return f"note: --keys: no record shown holds {named}; they hold {listed}{more}"
+
+
+def _note_unreported(
+    records: Sequence[dict[str, Any]], keys: Sequence[str], runs: bool = False
+) -> None:
+    """Print :func:`keys_unreported_note` on stderr, when there is one (a stderr that
+    cannot be written, ``2>/dev/full``, loses the note, not the table)."""
+    note = keys_unreported_note(records, keys, runs)
+    if note is not None:
+        with stderr_written():
+            err.print(note, highlight=False, soft_wrap=True)
 
 
 def _attempt(record: dict[str, Any]) -> str:
@@ -272,6 +317,7 @@ def metrics(
                 )
                 if not records:
                     refuse_purged(client, job)
+                _note_unreported(checked_metrics(records, []), chosen, superseded)
                 follow(client, job, records, chosen, cursor, runs=superseded)
                 return
             records = client.metrics(job, limit=tail, tail=True, superseded=superseded)
@@ -293,6 +339,7 @@ def metrics(
         [without_run_fields(r) for r in records] if superseded else records
     )
     print_whole(console, table(records, shown, runs=superseded))  # a pipe: no cell cut
+    _note_unreported(records, chosen, superseded)
     fail_on(problems)
 
 
