@@ -27,7 +27,7 @@ def _refused(kinds: str, cluster: Cluster = CLUSTER) -> str:
     ("kinds", "listed"),
     [
         ("A100,H100", "[A100, H100]"),
-        ("a100, h100 ", "[a100, h100]"),
+        ("a100, h100", "[a100, h100]"),  # blanks around a name: refused by the spec itself
         ("H100,L4", "[H100, L4]"),  # L4 is a type danlu knows, though not here
     ],
 )

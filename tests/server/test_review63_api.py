@@ -33,7 +33,7 @@ def test_a_job_past_its_users_own_quota_is_refused_at_submission(db: Database) -
             jobs.submit(s, TWO, alice, now=T)
         assert refused.value.field == "resources.gpus"
         assert refused.value.message == (
-            "can never start: user 'alice' GPU quota: 0 in use + 2 asked > 1"
+            "can never start: user 'alice' GPU quota: 2 asked > 1, by this job alone"
         )
         # what the quota can take is accepted: one GPU, an elastic range starting at 1
         one = jobs.submit(s, {**TWO, "resources": {"gpus": 1}}, alice, now=T).id

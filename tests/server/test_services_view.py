@@ -517,7 +517,8 @@ def test_cached_snapshots_equal_fresh_ones_under_random_operations(seeded: Datab
                 if job.state == "PREEMPTING":  # its checkpoint is written: back in the queue
                     jobs.settle_exit(s, job, succeeded=False, exit_code=0, reason="stop", now=t)
                     done["preempted"] += 1
-                elif roll < 0.1:
+                elif roll < 0.1 and (job.held_at is not None or job.cancel_requested_at is None):
+                    # a job being cancelled cannot be held (409); a held one can be released
                     jobs.hold(s, job.id, job.held_at is None, now=t)
                     done["hold"] += 1
                 elif roll < 0.15 and job.held_at is None:

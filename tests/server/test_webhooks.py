@@ -289,7 +289,7 @@ def test_a_claimed_delivery_is_not_claimed_twice_and_a_lost_lock_writes_nothing(
         ({"url": "ftp://files.example/x"}, "url", r"is not an http\(s\) URL"),
         ({"url": "hooks.example/x"}, "url", r"is not an http\(s\) URL"),
         ({"url": "http://a b/"}, "url", "spaces"),
-        ({"url": "http://host:99999/"}, "url", "is not a URL"),
+        ({"url": "http://host:99999/"}, "url", "the port must be between 1 and 65535"),
         ({"url": "http://\u2603.example/"}, "url", "is not a URL: Invalid IDNA hostname"),
         ({"url": "http://h/" + "x" * 2048}, "url", "at most 2048"),
         ({"states": ["RUNNING", "DONE"]}, "states.1", "'DONE' is not a job state; one of PENDING"),

@@ -341,6 +341,9 @@ class WebhookDelivery(LockMixin, Base):
     __table_args__ = (
         # the due rows: not done, oldest attempt time first
         Index("ix_webhook_deliveries_done_at_next_attempt_at", "done_at", "next_attempt_at"),
+        # the id is the X-Danlu-Delivery header endpoints drop repeats by: on SQLite an id
+        # without AUTOINCREMENT is handed out again once the newest rows are deleted
+        {"sqlite_autoincrement": True},
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)

@@ -87,7 +87,9 @@ def create_project(body: ProjectIn, user: Caller, state: State) -> dict[str, Any
             body.quota_gpu_memory,
             share=body.share,
         )
-        return project_out(project, members=members.set_members(session, project, body.members))
+        listed = members.set_members(session, project, body.members)
+        notes = projects.share_notes(body.share, state.settings.policy)
+        return {**project_out(project, members=listed), "notes": notes}
 
 
 @router.put("/projects/{name}", response_model=ProjectOut, tags=["projects"])
@@ -112,7 +114,8 @@ def update_project(name: str, body: ProjectPatch, user: Caller, state: State) ->
             listed = members.set_members(session, project, body.members)
         else:
             listed = members.members(session, project)
-        return project_out(project, members=listed)
+        notes = projects.share_notes(body.share, state.settings.policy)
+        return {**project_out(project, members=listed), "notes": notes}
 
 
 @router.get("/cluster/nodes", response_model=list[NodeOut], tags=["cluster"])
@@ -277,8 +280,8 @@ def _own_or_admin(name: str, user: User) -> None:
     if name != user.name and not user.is_admin:
         # not require_admin's "this route is for admins": the user itself may use it too
         raise PermissionDenied(
-            f"only {name!r} or an admin may see or change {name!r}'s tokens; {user.name!r} "
-            f"is neither: use /users/{user.name}/tokens for your own"
+            f"only {name!r} or an admin may see or change the tokens of {name!r}; "
+            f"{user.name!r} is neither: use /users/{user.name}/tokens for your own"
         )
 
 

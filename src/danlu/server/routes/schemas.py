@@ -262,6 +262,9 @@ class ProjectOut(BaseModel):
     recent_gpus: float | None = None
     """``GET /projects``: its recent usage in GPUs (the decayed average the fair-share
     policy's ``half_life`` weighs); null when the policy keeps no history."""
+    notes: list[str] = []
+    """``POST``/``PUT /projects``: what the request should know (a ``share`` other than 1
+    given under a policy that does not read it)."""
 
 
 UserName = Annotated[str, Field(min_length=1, max_length=64)]

@@ -6,13 +6,14 @@ from danlu.core.cluster import MILLI_PER_GPU, Cluster, gpu_type_names
 from danlu.core.errors import SpecError, UnknownNameError
 from danlu.core.spec import AUTO_FAMILY, NO_GPUS, JobSpec, file_url_path
 from danlu.core.units import format_bytes
-from danlu.sched.quota import Usage, minimum_usage
+from danlu.sched.quota import Quota, Usage, minimum_usage
+from danlu.sched.quota_limits import SLACK
 from danlu.sched.share_size import allowed_sizes
 from danlu.sched.view import JobRequest
 from danlu.server.db.models import Project, User
 from danlu.server.errors import AdmissionError
 from danlu.server.services import user_quotas
-from danlu.server.services.projects import quota_excess
+from danlu.server.services.projects import project_quota
 
 
 def canonical_gpu_types(spec: JobSpec, cluster: Cluster, *, strict: bool = True) -> frozenset[str]:
@@ -212,13 +213,33 @@ def check_quota(
     ``owner`` (``users.quota_gpus``): it could never start. Checked at submission only: a
     quota lowered later leaves the jobs already accepted waiting, not failed."""
     least = minimum_usage(request, cluster)
-    reason = quota_excess(project, Usage(), least)
-    if reason is None and owner is not None and owner.quota_gpus is not None:
-        quota = user_quotas.UserQuota(owner.id, owner.name, float(owner.quota_gpus))
-        reason = user_quotas.excess(quota, 0.0, least.gpus)
-    if reason is not None:
-        # the kind of quota, not a word of the holder's name: a project called memory-lab
-        # over its GPU quota was blamed on resources.gpu_memory (names hold no spaces)
-        memory = " GPU memory quota: " in reason
-        field = "resources.gpu_memory" if memory else "resources.gpus"
-        raise AdmissionError(field, f"can never start: {reason}")
+    quotas = [project_quota(project)]
+    if owner is not None and owner.quota_gpus is not None:
+        quotas.append(
+            user_quotas.as_quota(
+                user_quotas.UserQuota(owner.id, owner.name, float(owner.quota_gpus))
+            )
+        )
+    for quota in quotas:
+        refused = _alone_past(quota, least)
+        if refused is not None:
+            raise AdmissionError(*refused)
+
+
+def _alone_past(quota: Quota, least: Usage) -> tuple[str, str] | None:
+    """The field and the message when ``least`` (the least a start of a job holds) alone
+    takes ``quota``'s holder past it, or None. The holder's running jobs are not counted
+    (a job that fits the quota waits for them to end): the message says the job alone is
+    past it, where the waiting reason's ``N in use + M asked`` said "0 in use" of a holder
+    holding GPUs."""
+    alone = "by this job alone"
+    if quota.gpus is not None and least.gpus > quota.gpus + SLACK:
+        message = f"{quota.holder} GPU quota: {least.gpus:g} asked > {quota.gpus:g}, {alone}"
+        return "resources.gpus", f"can never start: {message}"
+    if quota.gpu_memory is not None and least.gpu_memory > quota.gpu_memory:
+        message = (
+            f"{quota.holder} GPU memory quota: {least.gpu_memory} bytes asked > "
+            f"{quota.gpu_memory}, {alone}"
+        )
+        return "resources.gpu_memory", f"can never start: {message}"
+    return None

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.errors import SpecError
 from danlu.core.state import JobState
+from danlu.sched.policies.fair_share import FairSharePolicy
 from danlu.sched.project_usage import MAX_WEIGHT, MIN_WEIGHT
 from danlu.sched.quota import Quota, Usage, excess
 from danlu.server.db.models import Project
@@ -51,6 +52,22 @@ def share_problem(share: float) -> str | None:
         f"a fair-share weight is from {MIN_SHARE:.6f} to {MAX_SHARE:,.0f}, not {share:g}; "
         "weights are relative: scale them all alike"
     )
+
+
+SHARE_POLICY = FairSharePolicy.name
+"""The one policy that reads a project's ``share``."""
+
+
+def share_notes(share: float | None, policy: str) -> list[str]:
+    """What to tell of a project's ``share`` set to ``share`` (None: not set) when the
+    control plane schedules with ``policy``: that the weight counts for nothing under it,
+    where it is not 1 (the default, which changes nothing under any policy)."""
+    if share is None or share == 1.0 or policy == SHARE_POLICY:
+        return []
+    return [
+        f"share {share:g} is kept, but only the {SHARE_POLICY} policy weighs projects by it; "
+        f"this control plane schedules with {policy!r} (DANLU_POLICY), which does not"
+    ]
 
 
 def _check_share(share: float) -> None:

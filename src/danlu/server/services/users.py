@@ -255,14 +255,25 @@ def live_tokens(session: Session, user: User) -> list[ApiToken]:
     return list(session.scalars(query.order_by(ApiToken.created_at, ApiToken.id)))
 
 
+_GIVEN_PREFIX = re.compile(r"dl_([A-Za-z0-9]{8})_?")
+
+
+def token_prefix(given: str) -> str:
+    """The public prefix of a token as a revocation names it: ``PREFIX``, or the token's
+    own start, ``dl_PREFIX`` or ``dl_PREFIX_`` (what a user copies from the token)."""
+    match = _GIVEN_PREFIX.fullmatch(given)
+    return match.group(1) if match else given
+
+
 def revoke_tokens(
     session: Session, user: User, now: float | None = None, *, prefix: str | None = None
 ) -> int:
     """Revoke every live token of ``user`` (with ``prefix``: the one whose public prefix it
-    is, the ``dl_PREFIX_...`` part); return how many. Raises :class:`NotFoundError` when
-    ``prefix`` names no live token of the user."""
+    is, the ``dl_PREFIX_...`` part, given as :func:`token_prefix` reads it); return how
+    many. Raises :class:`NotFoundError` when ``prefix`` names no live token of the user."""
     t = resolve_now(now)
-    rows = [row for row in live_tokens(session, user) if prefix in (None, row.prefix)]
+    wanted = None if prefix is None else token_prefix(prefix)
+    rows = [row for row in live_tokens(session, user) if wanted in (None, row.prefix)]
     if prefix is not None and not rows:
         raise NotFoundError("token", prefix, "prefix")
     for row in rows:
@@ -355,8 +366,8 @@ def check_own_listing(viewer: User | None, user: str | None, what: str) -> None:
     that user having none."""
     if viewer is not None and not viewer.is_admin and user is not None and user != viewer.name:
         raise PermissionDenied(
-            f"{viewer.name!r} may list only their own {what}, not {user!r}'s (an admin "
-            "may list anyone's); leave user out or give your own name",
+            f"{viewer.name!r} may list only their own {what}, not those of {user!r} (an "
+            "admin may list anyone's); leave user out or give your own name",
             field="user",
         )
 

@@ -61,6 +61,7 @@ hour, spreads them over about 3.4 hours)."""
 FIRST_BACKOFF_SECONDS = 10.0
 MAX_BACKOFF_SECONDS = 3600.0
 MAX_URL_LENGTH = 2048
+MAX_PORT = 65535
 MAX_WEBHOOKS = 100
 """Webhooks at most: each state change is checked against every one."""
 KEEP_DONE_SECONDS = 7 * 86400.0
@@ -88,12 +89,17 @@ def check_url(url: str) -> str:
         )
     try:
         parts = urlsplit(url)
-        port = parts.port  # raises ValueError for a port out of range
+        port = _written_port(parts.netloc)
+        # urlsplit takes 0, which nothing listens on, and says "Port out of range 0-65535"
+        # past 65535: one message, with the range a port may take
+        in_range = port is None or 1 <= port <= MAX_PORT
+        if in_range:
+            _ = parts.port  # raises ValueError for a port that is no number
     except ValueError as exc:
         # urlsplit may quote the netloc, password and all: hidden there too
         raise SpecError("url", f"{shown} is not a URL: {hide_password(url, str(exc))}") from None
-    if port == 0:  # urlsplit takes 0, which nothing listens on
-        raise SpecError("url", f"{shown}: the port must be between 1 and 65535")
+    if not in_range:
+        raise SpecError("url", f"{shown}: the port must be between 1 and {MAX_PORT}")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise SpecError(
             "url", f"{shown} is not an http(s) URL; write e.g. https://hooks.example/danlu"
@@ -108,6 +114,17 @@ def check_url(url: str) -> str:
 
 REDACTED = "***"
 """What an API reply shows in place of the password of a webhook's URL."""
+
+
+def _written_port(netloc: str) -> int | None:
+    """The port ``netloc`` names when it is written in ASCII digits (the part after the
+    host's last ``:``, a bracketed IPv6 host skipped); None when it names none, or names it
+    otherwise (``urlsplit``'s ``port`` refuses that)."""
+    host_port = netloc.rpartition("@")[2]
+    if host_port.startswith("["):
+        host_port = host_port.partition("]")[2]
+    port = host_port.rpartition(":")[2] if ":" in host_port else ""
+    return int(port) if port.isascii() and port.isdigit() else None
 
 
 def shown_url(url: str) -> str:
