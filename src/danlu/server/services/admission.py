@@ -135,21 +135,12 @@ def check_spec_shape(spec: JobSpec) -> None:
     res = spec.resources
     if res.gpus.min < 1:
         raise SpecError("resources.gpus", NO_GPUS)  # a spec built past its checks
-    if res.gpu_fraction is not None and res.gpus.max > 1:
-        raise SpecError(
-            "resources.gpu_fraction", "a fraction applies to one GPU; use gpus: 1 with it"
-        )
     if not spec.command:
         raise SpecError("command", "this field is required: the argv list to run")
-    if spec.training.family == AUTO_FAMILY and not spec.training.model:
-        raise SpecError(
-            "training.family",
-            f"{AUTO_FAMILY!r} infers the family from training.model, which is not set: "
-            "set training.model to the model's factory or name the family",
-        )
-    # a checkpoint_dir file:// URL of a relative path, and control characters in the spec's
-    # names and paths: refused by core's check_limits, which every submission runs first
-    # (jobs.submit, a sweep's trials by parse_spec)
+    # a gpu_fraction of several GPUs, training.family auto without a model, a checkpoint_dir
+    # file:// URL of a relative path, names no project, user or GPU type has, and control
+    # characters in the spec's names and paths: refused by core's check_limits, which every
+    # submission runs first (jobs.submit, a sweep's trials by parse_spec)
 
 
 def relative_file_url(checkpoint_dir: str) -> bool:
