@@ -14,8 +14,7 @@ from pathlib import Path
 from types import FrameType
 
 import pytest
-import torch
-from train_helpers import mse_loss, tiny_model, tiny_regression
+from train_helpers import checkpointed_step, mse_loss, tiny_context, tiny_regression
 
 import danlu.train as dt
 from danlu.train.preempt import Preemption
@@ -36,41 +35,21 @@ def own_sigterm() -> Iterator[list[int]]:
         signal.signal(signal.SIGTERM, original)
 
 
-def _context(directory: Path, seed: int = 0) -> dt.TrainContext:
-    model = tiny_model(seed=seed)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    return dt.init(
-        model,
-        opt,
-        global_batch_size=8,
-        dataset_size=32,
-        checkpoint_dir=str(directory),
-        metrics_file=False,
-        environ={},
-    )
-
-
-def _checkpointed_step(directory: Path) -> int:
-    """The step a run resuming from ``directory`` starts at (0: no checkpoint)."""
-    with _context(directory) as ctx:
-        return ctx.step_num
-
-
 def test_the_inner_contexts_preemption_exit_checkpoints_the_outer_one(
     tmp_path: Path, own_sigterm: list[int]
 ) -> None:
     data = tiny_regression(n=32)
-    with pytest.raises(SystemExit) as stopped, _context(tmp_path / "outer") as outer:
+    with pytest.raises(SystemExit) as stopped, tiny_context(tmp_path / "outer") as outer:
         for batch in outer.batches(data):
             outer.step(batch, mse_loss)
             if outer.step_num == 3:
-                with _context(tmp_path / "inner", seed=1) as inner:
+                with tiny_context(tmp_path / "inner", seed=1) as inner:
                     signal.raise_signal(signal.SIGTERM)
                     for inner_batch in inner.batches(data):
                         inner.step(inner_batch, mse_loss)  # signalled: exits 75
     assert stopped.value.code == dt.PREEMPTED_EXIT_CODE
-    assert _checkpointed_step(tmp_path / "inner") == 1
-    assert _checkpointed_step(tmp_path / "outer") == 3  # none before: it restarted at 0
+    assert checkpointed_step(tmp_path / "inner") == 1
+    assert checkpointed_step(tmp_path / "outer") == 3  # none before: it restarted at 0
     assert own_sigterm == []
     assert signal.getsignal(signal.SIGTERM).__name__ == "record"  # type: ignore[union-attr]
 
@@ -83,50 +62,50 @@ def test_the_outer_context_checkpoints_alike_left_by_its_with_or_closed_by_hand(
     ``ctx.close()`` in a ``finally`` wrote no checkpoint for the outer one, its ``with``
     did."""
     data = tiny_regression(n=32)
-    outer = _context(tmp_path / "outer")
+    outer = tiny_context(tmp_path / "outer")
     with pytest.raises(SystemExit) as stopped:
         try:
             with outer if left_by == "with" else contextlib.nullcontext(outer):
                 for batch in outer.batches(data):
                     outer.step(batch, mse_loss)
                     if outer.step_num == 3:
-                        inner = _context(tmp_path / "inner", seed=1)
+                        inner = tiny_context(tmp_path / "inner", seed=1)
                         inner.preemption.request()
                         inner.step(next(iter(inner.batches(data))), mse_loss)  # exits 75
         finally:
             outer.close()
     assert stopped.value.code == dt.PREEMPTED_EXIT_CODE
     assert not outer.preemption.requested
-    assert _checkpointed_step(tmp_path / "inner") == 1
-    assert _checkpointed_step(tmp_path / "outer") == 3
+    assert checkpointed_step(tmp_path / "inner") == 1
+    assert checkpointed_step(tmp_path / "outer") == 3
 
 
 def test_a_context_opened_after_a_preemption_exit_writes_nothing_at_close(
     tmp_path: Path,
 ) -> None:
     data = tiny_regression(n=32)
-    inner = _context(tmp_path / "inner")
+    inner = tiny_context(tmp_path / "inner")
     inner.preemption.request()
     with pytest.raises(SystemExit):
         inner.step(next(iter(inner.batches(data))), mse_loss)
-    with _context(tmp_path / "later") as later:
+    with tiny_context(tmp_path / "later") as later:
         later.step(next(iter(later.batches(data))), mse_loss)
-    assert _checkpointed_step(tmp_path / "later") == 0
+    assert checkpointed_step(tmp_path / "later") == 0
 
 
 def test_leaving_the_inner_context_writes_nothing_for_the_outer_one(
     tmp_path: Path, own_sigterm: list[int]
 ) -> None:
     data = tiny_regression(n=32)
-    with pytest.raises(SystemExit), _context(tmp_path / "outer") as outer:
+    with pytest.raises(SystemExit), tiny_context(tmp_path / "outer") as outer:
         for batch in outer.batches(data):
             outer.step(batch, mse_loss)
             if outer.step_num == 2:
-                with _context(tmp_path / "inner", seed=1) as inner:
+                with tiny_context(tmp_path / "inner", seed=1) as inner:
                     inner.step(next(iter(inner.batches(data))), mse_loss)
-                assert _checkpointed_step(tmp_path / "outer") == 0
+                assert checkpointed_step(tmp_path / "outer") == 0
                 signal.raise_signal(signal.SIGTERM)  # the outer one's own: it checkpoints
-    assert _checkpointed_step(tmp_path / "outer") == 3
+    assert checkpointed_step(tmp_path / "outer") == 3
 
 
 def test_an_outer_preemption_closed_first_leaves_the_inner_one_installed(
@@ -152,12 +131,12 @@ def test_two_open_contexts_on_one_checkpoint_directory_are_warned_of(
     """Both on ``DANLU_CHECKPOINT_DIR``, say: the inner one resumed from the outer one's
     checkpoints and each pruned the other's, and nothing said so."""
     shared = "already in use by another open training context"
-    with _context(tmp_path / "outer"), caplog.at_level("WARNING", logger="danlu.train"):
-        _context(tmp_path / "other").close()
+    with tiny_context(tmp_path / "outer"), caplog.at_level("WARNING", logger="danlu.train"):
+        tiny_context(tmp_path / "other").close()
         assert shared not in caplog.text
-        _context(tmp_path / "outer" / ".." / "outer").close()
+        tiny_context(tmp_path / "outer" / ".." / "outer").close()
         assert shared in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING", logger="danlu.train"):
-        _context(tmp_path / "outer").close()  # the first one is closed now
+        tiny_context(tmp_path / "outer").close()  # the first one is closed now
     assert shared not in caplog.text

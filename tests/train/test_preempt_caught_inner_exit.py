@@ -10,38 +10,16 @@ import logging
 from pathlib import Path
 
 import pytest
-import torch
-from train_helpers import mse_loss, tiny_model, tiny_regression
+from train_helpers import checkpointed_step, mse_loss, tiny_context, tiny_regression
 
-import danlu.train as dt
 from danlu.train.preempt import Preempted
-
-
-def _context(directory: Path, seed: int = 0) -> dt.TrainContext:
-    model = tiny_model(seed=seed)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    return dt.init(
-        model,
-        opt,
-        global_batch_size=8,
-        dataset_size=32,
-        checkpoint_dir=str(directory),
-        metrics_file=False,
-        environ={},
-    )
-
-
-def _checkpointed_step(directory: Path) -> int:
-    """The step a run resuming from ``directory`` starts at (0: no checkpoint)."""
-    with _context(directory) as ctx:
-        return ctx.step_num
 
 
 def _preempt_inner_and_catch(directory: Path) -> None:
     """An inner context asked to stop, its exit caught by the script (a notebook cell, a
     trial loop that goes on with the next trial)."""
     data = tiny_regression(n=32)
-    inner = _context(directory, seed=1)
+    inner = tiny_context(directory, seed=1)
     inner.preemption.request()
     with pytest.raises(Preempted):
         inner.step(next(iter(inner.batches(data))), mse_loss)
@@ -54,7 +32,7 @@ def test_an_outer_block_ending_after_a_caught_inner_exit_writes_no_checkpoint(
     data = tiny_regression(n=32)
     with (
         caplog.at_level(logging.WARNING, logger="danlu.train"),
-        _context(tmp_path / "outer") as outer,
+        tiny_context(tmp_path / "outer") as outer,
     ):
         batches = iter(outer.batches(data))
         outer.step(next(batches), mse_loss)
@@ -63,32 +41,35 @@ def test_an_outer_block_ending_after_a_caught_inner_exit_writes_no_checkpoint(
             outer.step(next(batches), mse_loss)
         caplog.clear()  # the inner one's own preemption said so
     assert "preemption requested" not in caplog.text
-    assert _checkpointed_step(tmp_path / "inner") == 1
-    assert _checkpointed_step(tmp_path / "outer") == 0
+    assert checkpointed_step(tmp_path / "inner") == 1
+    assert checkpointed_step(tmp_path / "outer") == 0
 
 
 def test_an_outer_block_left_by_another_error_after_a_caught_inner_exit_writes_none(
     tmp_path: Path,
 ) -> None:
     data = tiny_regression(n=32)
-    with pytest.raises(ValueError, match="the script's own"), _context(tmp_path / "outer") as outer:
+    with (
+        pytest.raises(ValueError, match="the script's own"),
+        tiny_context(tmp_path / "outer") as outer,
+    ):
         outer.step(next(iter(outer.batches(data))), mse_loss)
         _preempt_inner_and_catch(tmp_path / "inner")
         raise ValueError("the script's own error")
-    assert _checkpointed_step(tmp_path / "outer") == 0
+    assert checkpointed_step(tmp_path / "outer") == 0
 
 
 def test_an_outer_context_stepped_after_a_caught_inner_exit_and_closed_by_hand_writes_none(
     tmp_path: Path,
 ) -> None:
     data = tiny_regression(n=32)
-    outer = _context(tmp_path / "outer")
+    outer = tiny_context(tmp_path / "outer")
     batches = iter(outer.batches(data))
     outer.step(next(batches), mse_loss)
     _preempt_inner_and_catch(tmp_path / "inner")
     outer.step(next(batches), mse_loss)
     outer.close()
-    assert _checkpointed_step(tmp_path / "outer") == 0
+    assert checkpointed_step(tmp_path / "outer") == 0
 
 
 @pytest.mark.parametrize("left_by", ["with", "close"])
@@ -98,7 +79,7 @@ def test_an_inner_exit_through_the_outer_context_still_checkpoints_it(
     """The exit that does leave the outer context (not caught inside it) still writes its
     checkpoint, by its ``with`` or by ``close()`` in a ``finally``."""
     data = tiny_regression(n=32)
-    outer = _context(tmp_path / "outer")
+    outer = tiny_context(tmp_path / "outer")
     with pytest.raises(Preempted):
         try:
             with outer if left_by == "with" else contextlib.nullcontext(outer):
@@ -107,9 +88,9 @@ def test_an_inner_exit_through_the_outer_context_still_checkpoints_it(
                 outer.step(next(batches), mse_loss)
                 _preempt_inner_and_catch(tmp_path / "inner")  # caught: trained on
                 outer.step(next(batches), mse_loss)
-                inner = _context(tmp_path / "inner2", seed=2)
+                inner = tiny_context(tmp_path / "inner2", seed=2)
                 inner.preemption.request()
                 inner.step(next(iter(inner.batches(data))), mse_loss)  # not caught
         finally:
             outer.close()
-    assert _checkpointed_step(tmp_path / "outer") == 3
+    assert checkpointed_step(tmp_path / "outer") == 3

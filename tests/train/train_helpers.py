@@ -52,6 +52,28 @@ def tiny_model(d: int = 8, seed: int = 0) -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(d, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
 
 
+def tiny_context(directory: Path, seed: int = 0) -> TrainContext:
+    """A training context of :func:`tiny_model` (SGD, global batch 8 of 32 samples) that
+    checkpoints to ``directory``, no metrics file, no environment."""
+    model = tiny_model(seed=seed)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    return dt.init(
+        model,
+        opt,
+        global_batch_size=8,
+        dataset_size=32,
+        checkpoint_dir=str(directory),
+        metrics_file=False,
+        environ={},
+    )
+
+
+def checkpointed_step(directory: Path) -> int:
+    """The step a run resuming from ``directory`` starts at (0: no checkpoint)."""
+    with tiny_context(directory) as ctx:
+        return ctx.step_num
+
+
 def join_as_rank(rank: int, world: int, port: int) -> dict[str, str]:
     """Set the variables of torch.distributed's ``env://`` rendezvous for rank ``rank`` of
     ``world`` on this machine, its store on ``port`` (as torchrun gives a worker); returns
