@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Callable
 
 import pytest
+from tests.estimate.trace_fakes import canned_traces
 from typer.testing import CliRunner
 
 import danlu.estimate.memory as memory
@@ -57,21 +57,6 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> dict[int, StepTrace]:
     return {t.batch_size: t for t in memory.trace(req)}
 
 
-def _canned(
-    traced: dict[int, StepTrace], *, lone_sample: bool, asked: list[tuple[int, ...]]
-) -> Callable[..., list[StepTrace]]:
-    """The command's traces served from ``traced``; a request holding batch 1 raises
-    :class:`LoneSampleError` when ``lone_sample`` (a model with batch normalisation)."""
-
-    def fake(req: TraceRequest, *args: object, **kwargs: object) -> list[StepTrace]:
-        asked.append(req.batch_sizes)
-        if lone_sample and 1 in req.batch_sizes:
-            raise memory.LoneSampleError("cannot train on a batch of 1 sample")
-        return [traced[b] for b in req.batch_sizes]
-
-    return fake
-
-
 def _between_one_and_two(traced: dict[int, StepTrace]) -> int:
     """A limit that the fit from 2,4,8 says batch 1 fits and batch 2 does not."""
     gpu = memory.get_gpu("h100")
@@ -100,7 +85,7 @@ def test_batch_one_of_a_model_that_cannot_train_on_it_is_no_answer(
     """The default points fall back to 2,4,8 (known); given 2,4,8, the answer 1 is traced
     and refused. Either way: none, naming batch 2 and what it needs."""
     asked: list[tuple[int, ...]] = []
-    monkeypatch.setattr(memory, "trace", _canned(traced, lone_sample=True, asked=asked))
+    monkeypatch.setattr(memory, "trace", canned_traces(traced, lone_sample=True, asked=asked))
     limit = _between_one_and_two(traced)
     result, line, _ = _max_batch("--gpu-memory", str(limit), *points)
     assert result["max_batch"] is None, result
@@ -115,7 +100,7 @@ def test_batch_one_of_a_model_that_trains_on_it_is_checked_and_answered(
 ) -> None:
     """Fitted from 2,4,8, the answer 1 is traced to check: it runs, so it stands."""
     asked: list[tuple[int, ...]] = []
-    monkeypatch.setattr(memory, "trace", _canned(traced, lone_sample=False, asked=asked))
+    monkeypatch.setattr(memory, "trace", canned_traces(traced, lone_sample=False, asked=asked))
     limit = _between_one_and_two(traced)
     result, line, _ = _max_batch("--gpu-memory", str(limit), "--fit-points", "2,4,8")
     assert result["max_batch"] == 1
@@ -127,7 +112,7 @@ def test_an_answer_within_the_traced_batches_is_not_traced_again(
     traced: dict[int, StepTrace], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asked: list[tuple[int, ...]] = []
-    monkeypatch.setattr(memory, "trace", _canned(traced, lone_sample=True, asked=asked))
+    monkeypatch.setattr(memory, "trace", canned_traces(traced, lone_sample=True, asked=asked))
     result, _, _ = _max_batch("--fit-points", "2,4,8")
     assert isinstance(result["max_batch"], int) and result["max_batch"] > 8
     assert all(1 not in sizes for sizes in asked)
@@ -156,7 +141,7 @@ def test_the_note_is_printed_and_the_size_kept(
 ) -> None:
     """One line on stderr; the limit is the 80e9 bytes written (not an error)."""
     asked: list[tuple[int, ...]] = []
-    monkeypatch.setattr(memory, "trace", _canned(traced, lone_sample=False, asked=asked))
+    monkeypatch.setattr(memory, "trace", canned_traces(traced, lone_sample=False, asked=asked))
     args = ["estimate", MODEL, "-b", "2", "--gpu-memory", "80G", "--json"]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Callable
 
 import pytest
+from tests.estimate.trace_fakes import canned_traces
 from typer.testing import CliRunner
 
 import danlu.estimate.memory as memory
@@ -48,21 +48,6 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> dict[int, StepTrace]:
     return {t.batch_size: t for t in memory.trace(req)}
 
 
-def _canned(
-    traced: dict[int, StepTrace], *, lone_sample: bool, asked: list[tuple[int, ...]]
-) -> Callable[..., list[StepTrace]]:
-    """The command's traces served from ``traced``; a request holding batch 1 raises
-    :class:`LoneSampleError` when ``lone_sample`` (as a model with batch normalisation)."""
-
-    def fake(req: TraceRequest, *args: object, **kwargs: object) -> list[StepTrace]:
-        asked.append(req.batch_sizes)
-        if lone_sample and 1 in req.batch_sizes:
-            raise memory.LoneSampleError("cannot train on a batch of 1 sample")
-        return [traced[b] for b in req.batch_sizes]
-
-    return fake
-
-
 def _estimate(*flags: str) -> tuple[dict[str, object], str]:
     """The command's JSON object and its table's text, for the same flags."""
     args = ["estimate", MODEL, "--fit-points", "2,4,8", *flags]
@@ -77,7 +62,7 @@ def test_a_sweep_row_of_one_sample_the_model_cannot_train_on_is_refused(
     traced: dict[int, StepTrace], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asked: list[tuple[int, ...]] = []
-    monkeypatch.setattr(memory, "trace", _canned(traced, lone_sample=True, asked=asked))
+    monkeypatch.setattr(memory, "trace", canned_traces(traced, lone_sample=True, asked=asked))
     result, text = _estimate("--sweep", "1,2,16")
     rows = {r["batch_size"]: r for r in result["sweep"]}  # type: ignore[attr-defined]
     assert rows[1] == {"batch_size": 1, "error": LONE_SAMPLE_ROW}
@@ -91,7 +76,7 @@ def test_a_sweep_row_of_one_sample_that_trains_is_answered_by_the_fit(
     traced: dict[int, StepTrace], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asked: list[tuple[int, ...]] = []
-    monkeypatch.setattr(memory, "trace", _canned(traced, lone_sample=False, asked=asked))
+    monkeypatch.setattr(memory, "trace", canned_traces(traced, lone_sample=False, asked=asked))
     result, _ = _estimate("--sweep", "1,2")
     rows = {r["batch_size"]: r for r in result["sweep"]}  # type: ignore[attr-defined]
     assert rows[1]["fits"] is True
@@ -102,7 +87,7 @@ def test_sweep_and_max_batch_trace_batch_one_once(
     traced: dict[int, StepTrace], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asked: list[tuple[int, ...]] = []
-    monkeypatch.setattr(memory, "trace", _canned(traced, lone_sample=True, asked=asked))
+    monkeypatch.setattr(memory, "trace", canned_traces(traced, lone_sample=True, asked=asked))
     res = CliRunner().invoke(
         app,
         ["estimate", MODEL, "--fit-points", "2,4,8", "--sweep", "1,4", "--max-batch", "--json"],
@@ -117,7 +102,7 @@ def test_no_row_below_the_traced_batches_no_extra_trace(
     traced: dict[int, StepTrace], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asked: list[tuple[int, ...]] = []
-    monkeypatch.setattr(memory, "trace", _canned(traced, lone_sample=True, asked=asked))
+    monkeypatch.setattr(memory, "trace", canned_traces(traced, lone_sample=True, asked=asked))
     result, _ = _estimate("--sweep", "2,4,16")
     assert all("error" not in r for r in result["sweep"])  # type: ignore[attr-defined]
     assert all(1 not in sizes for sizes in asked)
