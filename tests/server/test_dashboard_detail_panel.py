@@ -148,6 +148,8 @@ def test_a_sweep_clicked_shows_its_trials_and_its_best_trial(live: Live, page: A
 
 
 def test_a_job_array_clicked_shows_its_tasks(live: Live, page: Any) -> None:
+    """Its table's first column says "task", as its title and ``danlu sweep show`` do (it said
+    "trial"); a plain sweep's, "trial"."""
     from playwright.sync_api import expect
 
     with live.client() as c:
@@ -159,15 +161,20 @@ def test_a_job_array_clicked_shows_its_tasks(live: Live, page: Any) -> None:
             "array": True,
         }
         created = c.post("/sweeps", json=array).json()
+        sweep = c.post("/sweeps", json={**array, "name": "plain", "array": False}).json()
     page.fill("#token", live.token)
     page.click("#login button")
     page.click(f'#sweeps tr[data-sweep="{created["id"]}"] button[data-action="show-sweep"]')
     expect(page.locator("#sweep-title")).to_contain_text(f"array shards ({created['id']})")
     expect(page.locator("#sweep-title")).to_contain_text("of 2 tasks submitted")
+    expect(page.locator("#trials th").first).to_have_text("task")  # as danlu sweep show
     expect(page.locator("#sweep-best")).to_have_text("")  # no metric: no best
     rows = page.locator("#trials tbody tr")
     expect(rows).to_have_count(2)
     expect(rows.nth(1)).to_contain_text("index=1")
+    page.click(f'#sweeps tr[data-sweep="{sweep["id"]}"] button[data-action="show-sweep"]')
+    expect(page.locator("#sweep-title")).to_contain_text("of 2 trials submitted")
+    expect(page.locator("#trials th").first).to_have_text("trial")
 
 
 def test_the_panel_acts_on_its_job_and_sets_its_priority(live: Live, browser: Any) -> None:

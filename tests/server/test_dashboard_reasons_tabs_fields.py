@@ -1,4 +1,4 @@
-"""The dashboard with long reasons, in a hidden tab and with a job array, in a real browser
+"""The dashboard with long reasons, in a hidden tab and with refused values, in a real browser
 (the server and browser fixtures of ``test_dashboard``):
 
 - a cordon reason of a node or of one GPU (up to 500 characters) with no place to break
@@ -7,8 +7,6 @@
 - a tab that is hidden (another tab in front, the window minimised) asks the API nothing:
   it refreshed every 2 s all the same, 7 requests each time (a list of up to 1,000 pending
   jobs among them), for a page nobody reads; shown again, it refreshes at once;
-- a job array's panel names its rows tasks, as its title and ``danlu sweep show`` do: its
-  table's first column said "trial";
 - an action the API refuses for one of its values names that value's field, as the cli
   does (``reason: ...``): the page said the message alone ("String should have at most 500
   characters"), leaving the admin to guess what was too long.
@@ -23,7 +21,7 @@ from typing import Any
 import pytest
 import test_dashboard
 import test_dashboard_views
-from helpers import Live, spec
+from helpers import Live
 
 live = test_dashboard.live
 browser = test_dashboard.browser
@@ -93,29 +91,6 @@ def test_a_hidden_tab_asks_nothing_and_refreshes_once_shown_again(live: Live, pa
     with page.expect_request(lambda request: request.url.endswith("/api/v1/cluster/nodes")):
         page.evaluate(_SET_HIDDEN, False)
     expect(page.locator("#status")).to_contain_text("updated")
-
-
-def test_a_job_array_s_panel_names_its_tasks(live: Live, page: Any) -> None:
-    from playwright.sync_api import expect
-
-    with live.client() as c:
-        array = {
-            "name": "shards",
-            "trial": spec("shard", "print('done')"),
-            "parameters": {"index": {"values": [0, 1]}},
-            "method": "grid",
-            "array": True,
-        }
-        created = c.post("/sweeps", json=array).json()
-        sweep = c.post("/sweeps", json={**array, "name": "plain", "array": False}).json()
-    page.fill("#token", live.token)
-    page.click("#login button")
-    page.click(f'#sweeps tr[data-sweep="{created["id"]}"] button[data-action="show-sweep"]')
-    expect(page.locator("#sweep-title")).to_contain_text("of 2 tasks submitted")
-    expect(page.locator("#trials th").first).to_have_text("task")  # as danlu sweep show
-    page.click(f'#sweeps tr[data-sweep="{sweep["id"]}"] button[data-action="show-sweep"]')
-    expect(page.locator("#sweep-title")).to_contain_text("of 2 trials submitted")
-    expect(page.locator("#trials th").first).to_have_text("trial")
 
 
 @pytest.mark.parametrize(
