@@ -151,3 +151,14 @@ def test_a_tables_first_column_is_never_cut_on_a_narrow_terminal() -> None:
     console.print(table)
     text = console.export_text()
     assert ident in text and max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_a_share_the_policy_does_not_weigh_is_noted(server: str) -> None:
+    """The reply's note reached API and --json users only: the line said nothing of it."""
+    code, out, _ = run("project", "add", "vision", "--share", "2")
+    assert code == 0 and "project vision" in out
+    assert "note: share 2 is kept, but only the fair-share policy weighs projects by it" in out
+    code, out, _ = run("project", "set", "vision", "--share", "3")
+    assert code == 0 and "note: share 3 is kept" in out
+    code, out, _ = run("project", "set", "vision", "--priority", "1")
+    assert code == 0 and "note:" not in out  # the share not given: nothing to tell

@@ -21,7 +21,7 @@ from rich.text import Text
 
 from danlu.cli import jobs as common
 from danlu.cli.fitted_table import FittedTable, print_whole
-from danlu.cli.markup import as_text
+from danlu.cli.markup import as_text, note_lines
 from danlu.cli.options import (
     HomeOpt,
     JsonOpt,
@@ -593,6 +593,7 @@ def project_add(
         ),
     )
     show_data(data, json_out, _project_line, PROJECT)
+    _print_notes(data, json_out)
 
 
 @project_app.command("set")
@@ -631,6 +632,15 @@ def project_set(
         )
     data = common.ask(home, url, token, lambda c: c.update_project(name, **fields))
     show_data(data, json_out, _project_line, PROJECT)
+    _print_notes(data, json_out)
+
+
+def _print_notes(data: Any, json_out: bool) -> None:
+    """The reply's ``notes`` (a project's ``share`` under a policy that does not weigh it)
+    as ``note:`` lines after its line, as a submission's; in ``--json`` they are a field."""
+    if not json_out and isinstance(data, dict):
+        for line in note_lines(data.get("notes") or []):
+            common.console.print(line, highlight=False)
 
 
 def register(app: typer.Typer) -> None:
