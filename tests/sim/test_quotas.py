@@ -141,7 +141,7 @@ def test_sim_run_quota_flags(tmp_path: Path) -> None:
     assert starts["a0"] < starts["a1"] < starts["a2"]  # one vision job at a time
     assert starts["a1"] >= starts["a0"] + 3600
     assert starts["b0"] == 120.0  # the GPUs vision could not take went to nlp a round later
-    why = "can never start: project 'speech' GPU quota: 0 in use + 8 asked > 4"
+    why = "can never start: project 'speech' GPU quota: 8 asked > 4, by this job alone"
     assert data["rejected"] == [{"id": "c0", "reason": why}]
     # per project: the JSON's table and the printed one
     assert {j["id"]: j["project"] for j in data["per_job"]}["b1"] == "nlp"

@@ -85,6 +85,24 @@ def excess(quota: Quota, used: Usage, extra: Usage) -> str | None:
     return None
 
 
+def alone_excess(quota: Quota, least: Usage) -> tuple[str, str] | None:
+    """The spec field and the words when ``least`` (the least a job's start holds) alone takes
+    ``quota``'s holder past it (the job could never start), or None. What the holder's other
+    jobs hold is not counted, and the words say so (``N in use + M asked`` said ``0 in use``
+    of a holder holding GPUs)."""
+    alone = "by this job alone"
+    if quota.gpus is not None and least.gpus > quota.gpus + SLACK:
+        said = f"{quota.holder} GPU quota: {least.gpus:g} asked > {quota.gpus:g}, {alone}"
+        return "resources.gpus", said
+    if quota.gpu_memory is not None and least.gpu_memory > quota.gpu_memory:
+        said = (
+            f"{quota.holder} GPU memory quota: {least.gpu_memory} bytes asked > "
+            f"{quota.gpu_memory}, {alone}"
+        )
+        return "resources.gpu_memory", said
+    return None
+
+
 def room(quota: Quota, used: Usage, per_gpu_memory: int) -> float:
     """Whole GPUs ``quota`` leaves on top of ``used`` for a job that takes ``per_gpu_memory``
     bytes of each GPU (may be negative; ``inf``: no limit)."""
@@ -259,4 +277,4 @@ class Quotas:
             return None
         quotas = tuple(q for q in quotas if can_bind(q, cluster))  # else the cluster's rules
         need = minimum_usage(least_request(request, sized), cluster)
-        return next((r for q in quotas if (r := excess(q, Usage(), need))), None)
+        return next((r[1] for q in quotas if (r := alone_excess(q, need))), None)

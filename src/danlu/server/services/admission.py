@@ -6,8 +6,8 @@ from danlu.core.cluster import MILLI_PER_GPU, Cluster, gpu_type_names
 from danlu.core.errors import SpecError, UnknownNameError
 from danlu.core.spec import AUTO_FAMILY, NO_GPUS, JobSpec, file_url_path
 from danlu.core.units import format_bytes
-from danlu.sched.quota import Quota, Usage, minimum_usage
-from danlu.sched.quota_limits import SLACK
+from danlu.sched.quota import minimum_usage
+from danlu.sched.quota_limits import alone_excess
 from danlu.sched.share_size import allowed_sizes
 from danlu.sched.view import JobRequest
 from danlu.server.db.models import Project, User
@@ -212,25 +212,7 @@ def check_quota(
             )
         )
     for quota in quotas:
-        refused = _alone_past(quota, least)
+        refused = alone_excess(quota, least)
         if refused is not None:
-            raise AdmissionError(*refused)
-
-
-def _alone_past(quota: Quota, least: Usage) -> tuple[str, str] | None:
-    """The field and the message when ``least`` (the least a start of a job holds) alone
-    takes ``quota``'s holder past it, or None. The holder's running jobs are not counted
-    (a job that fits the quota waits for them to end): the message says the job alone is
-    past it, where the waiting reason's ``N in use + M asked`` said "0 in use" of a holder
-    holding GPUs."""
-    alone = "by this job alone"
-    if quota.gpus is not None and least.gpus > quota.gpus + SLACK:
-        message = f"{quota.holder} GPU quota: {least.gpus:g} asked > {quota.gpus:g}, {alone}"
-        return "resources.gpus", f"can never start: {message}"
-    if quota.gpu_memory is not None and least.gpu_memory > quota.gpu_memory:
-        message = (
-            f"{quota.holder} GPU memory quota: {least.gpu_memory} bytes asked > "
-            f"{quota.gpu_memory}, {alone}"
-        )
-        return "resources.gpu_memory", f"can never start: {message}"
-    return None
+            field, said = refused
+            raise AdmissionError(field, f"can never start: {said}")
