@@ -8,6 +8,7 @@ stepped."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,22 @@ def _lease(db: Database) -> tuple[str | None, float | None]:
         lease = s.get(Lease, LEASE)
         assert lease is not None
         return lease.lock_token, lease.ttl
+
+
+def _renewing_sleep(
+    clock: Clock, holder: Reconciler, holder_steady: Clock
+) -> Callable[[float], None]:
+    """A start-up's sleep on ``clock`` (an hour ahead of the holder's) during which the
+    holder, of ``DANLU_INTERVAL=60``, runs a pass (renewing its lease) every 60 s."""
+
+    def sleep(seconds: float) -> None:
+        before = clock.now
+        clock.now += max(seconds, 5.0)
+        if (clock.now - NOW - HOUR) // 60 > (before - NOW - HOUR) // 60:  # its passes
+            holder_steady.now = clock.now - NOW - HOUR
+            assert holder.run_once(now=clock.now - HOUR).leader
+
+    return sleep
 
 
 def test_a_short_interval_standby_leaves_a_long_interval_holders_live_lease(
@@ -128,12 +145,7 @@ def test_start_up_of_a_short_interval_refuses_a_live_long_interval_holder(
     try:
         assert holder.run_once(now=NOW).leader
 
-        def sleep(seconds: float) -> None:
-            before = clock.now
-            clock.now += max(seconds, 5.0)
-            if (clock.now - NOW - HOUR) // 60 > (before - NOW - HOUR) // 60:  # its passes
-                holder_steady.now = clock.now - NOW - HOUR
-                assert holder.run_once(now=clock.now - HOUR).leader
+        sleep = _renewing_sleep(clock, holder, holder_steady)
 
         with pytest.raises(ConfigError, match="keeps renewing"):
             plane_lease.take_scheduler_lease(
@@ -159,12 +171,7 @@ def test_an_upgrade_waits_out_a_long_interval_holder_of_a_revision_with_its_ttl(
     try:
         assert holder.run_once(now=NOW).leader
 
-        def sleep(seconds: float) -> None:
-            before = clock.now
-            clock.now += max(seconds, 5.0)
-            if (clock.now - NOW - HOUR) // 60 > (before - NOW - HOUR) // 60:  # its passes
-                holder_steady.now = clock.now - NOW - HOUR
-                assert holder.run_once(now=clock.now - HOUR).leader
+        sleep = _renewing_sleep(clock, holder, holder_steady)
 
         with pytest.raises(ConfigError, match="keeps renewing"):
             plane_lease.wait_before_upgrading(
