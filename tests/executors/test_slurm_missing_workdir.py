@@ -62,6 +62,20 @@ def test_a_job_whose_workdir_cannot_be_entered_fails_naming_it(
     assert f"danlu: cannot enter the workdir '{workdir}' on n1" in log, log
 
 
+def _run_task(
+    run_dir: Path, command: list[str], workdir: Path, node: str
+) -> subprocess.CompletedProcess[bytes]:
+    """The per-node task alone on ``run_dir`` (its task file written there), as ``srun``
+    starts it on ``node``."""
+    task = {"command": command, "env": {}, "workdir": str(workdir)}
+    (run_dir / "task.json").write_text(json.dumps(task))
+    script = str(Path(SRC) / "danlu" / "executors" / "slurm_task.py")
+    env = {"PATH": os.environ["PATH"], "SLURMD_NODENAME": node}
+    return subprocess.run(
+        [sys.executable, "-I", script, str(run_dir)], env=env, capture_output=True, timeout=60
+    )
+
+
 @pytest.mark.parametrize("kind", ["missing", "a-file"])
 def test_the_task_says_it_cannot_enter_the_workdir(tmp_path: Path, kind: str) -> None:
     """The task alone, as ``srun`` starts it on a node without the directory: before, it said
@@ -69,13 +83,7 @@ def test_the_task_says_it_cannot_enter_the_workdir(tmp_path: Path, kind: str) ->
     workdir = tmp_path / "gone"
     if kind == "a-file":
         workdir.write_text("not a directory")
-    task = {"command": [sys.executable, "-c", "pass"], "env": {}, "workdir": str(workdir)}
-    (tmp_path / "task.json").write_text(json.dumps(task))
-    script = str(Path(SRC) / "danlu" / "executors" / "slurm_task.py")
-    env = {"PATH": os.environ["PATH"], "SLURMD_NODENAME": "n2"}
-    done = subprocess.run(
-        [sys.executable, "-I", script, str(tmp_path)], env=env, capture_output=True, timeout=60
-    )
+    done = _run_task(tmp_path, [sys.executable, "-c", "pass"], workdir, "n2")
     assert done.returncode == 127
     said = done.stderr.decode()
     assert f"danlu: cannot enter the workdir {str(workdir)!r} on n2" in said, said
@@ -85,13 +93,7 @@ def test_the_task_says_it_cannot_enter_the_workdir(tmp_path: Path, kind: str) ->
 
 def test_the_task_still_says_a_missing_program_is_missing(tmp_path: Path) -> None:
     """A program that does not exist, run in a workdir that does: the error is the program's."""
-    task = {"command": [str(tmp_path / "no-such-program")], "env": {}, "workdir": str(tmp_path)}
-    (tmp_path / "task.json").write_text(json.dumps(task))
-    script = str(Path(SRC) / "danlu" / "executors" / "slurm_task.py")
-    env = {"PATH": os.environ["PATH"], "SLURMD_NODENAME": "n1"}
-    done = subprocess.run(
-        [sys.executable, "-I", script, str(tmp_path)], env=env, capture_output=True, timeout=60
-    )
+    done = _run_task(tmp_path, [str(tmp_path / "no-such-program")], tmp_path, "n1")
     assert done.returncode == 127
     said = done.stderr.decode()
     assert f"cannot start {str(tmp_path / 'no-such-program')!r} on n1" in said, said
