@@ -10,18 +10,18 @@ from fastapi import APIRouter, Depends, Query, Response
 from danlu.server.db import Webhook, WebhookDelivery
 from danlu.server.routes.deps import Caller, State, checked_name, require_admin, single_valued
 from danlu.server.routes.schemas import DeliveryOut, WebhookIn, WebhookOut
-from danlu.server.services import webhooks
+from danlu.server.services import webhook_urls, webhooks
 
 router = APIRouter(prefix="/webhooks", tags=["webhooks"], dependencies=[Depends(single_valued)])
 
 
 def webhook_out(hook: Webhook, counts: webhooks.Counts | None = None) -> dict[str, Any]:
     """The API form of a webhook (without its secret, its URL's password redacted:
-    :func:`~danlu.server.services.webhooks.shown_url`)."""
+    :func:`~danlu.server.services.webhook_urls.shown_url`)."""
     tally = counts or webhooks.Counts()
     return {
         "id": hook.id,
-        "url": webhooks.shown_url(hook.url),
+        "url": webhook_urls.shown_url(hook.url),
         "states": list(hook.states),
         "project": None if hook.project is None else hook.project.name,
         "user": None if hook.user is None else hook.user.name,
