@@ -1,9 +1,11 @@
-"""A sweep trial: a small regression trained with danlu.train, with the learning rate, width
-and optimizer the sweep chose (``DANLU_HPARAMS``; the defaults below off a sweep).
+"""A sweep trial: a small regression trained with danlu.train, with the learning rate, width,
+optimizer and batch size the sweep chose (``DANLU_HPARAMS``; the defaults below off a sweep
+or for a parameter the sweep does not search).
 
     PYTHONPATH=src python examples/sweeps/regression.py [--steps 40] [--step-seconds 0.4]
 
-Each step's record carries ``loss``, the metric ``examples/sweeps/lr.yaml`` minimises.
+Each step's record carries ``loss``, the metric ``examples/sweeps/lr.yaml`` and
+``examples/sweeps/batch.yaml`` minimise.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ def main() -> None:
     hparams = dt.JobEnv.from_environ().hparams
     lr = float(hparams.get("lr", 0.05))
     width = int(hparams.get("width", 16))
+    batch_size = int(hparams.get("batch_size", 64))
     torch.manual_seed(0)
     x = torch.randn(512, 8)
     y = torch.tanh(x @ torch.randn(8, 1))
@@ -63,11 +66,12 @@ def main() -> None:
         torch.utils.data.TensorDataset(x, y),
         slowed(args.step_seconds) if args.step_seconds > 0 else loss_fn,
         epochs=100,
-        global_batch_size=64,
+        global_batch_size=batch_size,
         max_steps=args.steps,
         metrics_file=False,
     )
-    print(f"lr {lr:.4g} width {width}: loss {ctx.history[-1]['loss']:.4f}")
+    last = ctx.history[-1]
+    print(f"lr {lr:.4g} width {width} batch {last['global_batch']}: loss {last['loss']:.4f}")
 
 
 if __name__ == "__main__":

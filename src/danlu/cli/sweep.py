@@ -307,6 +307,11 @@ def _parameters(trial: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 def _value(value: Any) -> str:
+    """A parameter's value as the spec and ``DANLU_HPARAMS`` write it: a boolean ``true`` or
+    ``false`` (it read ``True``, Python's word, which no spec or trial sees), a float to 4
+    significant digits."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -350,6 +351,38 @@ def trial_checkpoint_dir(checkpoint_dir: str | None, name: str) -> str | None:
     if checkpoint_dir is None:
         return None
     return checkpoint_dir + ("" if checkpoint_dir.endswith("/") else "/") + name
+
+
+_BATCH_PARAMETER = re.compile(r"(global_?|train_?)?(batch(_?size)?|bs)")
+"""A parameter name that says a batch size (``batch_size``, ``batch``, ``bs``,
+``global_batch_size``, ``train_batch_size``; in any case, ``-`` as ``_``)."""
+
+
+def fixed_batch_note(spec: SweepSpec, trial: JobSpec) -> str | None:
+    """A note for a sweep that searches a batch size (a parameter named like one, see
+    :data:`_BATCH_PARAMETER`) while its trial spec (``trial``, parsed) names
+    ``training.global_batch_size``; None otherwise. Every trial then gets that batch in
+    ``DANLU_GLOBAL_BATCH_SIZE``, which replaces the batch a danlu.train script asks for
+    (docs/train.md): the searched value changed nothing the trials trained, they all ran
+    the spec's batch, and the sweep's best trial stood out by the noise of its other
+    parameters, without a word."""
+    batch = trial.training.global_batch_size
+    if batch is None or spec.array:
+        return None
+    named = [
+        name
+        for name in spec.parameters
+        if _BATCH_PARAMETER.fullmatch(name.casefold().replace("-", "_"))
+    ]
+    if not named:
+        return None
+    return (
+        f"every trial trains the global batch {batch} of trial.training.global_batch_size, "
+        f"whatever its {named[0]} says (DANLU_GLOBAL_BATCH_SIZE replaces the batch a "
+        "danlu.train script asks for): to search the batch size, leave "
+        "training.global_batch_size out of the trial spec and give gpu_memory for the "
+        "largest batch (danlu estimate MODEL --batch-size N)"
+    )
 
 
 def grid_size(spec: SweepSpec) -> int:

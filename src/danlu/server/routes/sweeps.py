@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Query
 
 from danlu.core.errors import SpecError
-from danlu.core.sweep import SWEEP_LIMITS, parse_sweep
+from danlu.core.sweep import SWEEP_LIMITS, fixed_batch_note, parse_sweep
 from danlu.core.values import check_values
 from danlu.server.db import Sweep
 from danlu.server.routes.deps import Caller, State, body_named, checked_name, single_valued
@@ -74,6 +74,9 @@ def submit_sweep(
         "family": estimate.family,
     }
     notes = submission_notes(trial, estimate)
+    batch_note = fixed_batch_note(spec, trial)  # a searched batch that changes nothing
+    if batch_note is not None:
+        notes.append(batch_note)
     if notes:  # what POST /jobs tells in the job's pending reason: every trial's tells it
         resolved["notes"] = notes
     with state.db.session() as session:

@@ -7,10 +7,10 @@ pass the reconcile loop calls :func:`advance` on each RUNNING sweep: it stops th
 median rule rules out (a cancel, with the reason; never a trial whose records say its
 training is done; the metrics are read at most every :data:`JUDGE_EVERY_SECONDS`), submits
 trials while fewer than ``parallel`` are unfinished, and marks the sweep DONE once every
-trial has ended. A trial that cannot be submitted any more (its project's quota or the
-inventory changed, or a job the trials wait for ended so that they never can run) fails the
-sweep with the reason; its unfinished trials go on until they end or :func:`cancel` stops
-them.
+trial has ended (its reason names the trials that failed: :func:`done_reason`). A trial
+that cannot be submitted any more (its project's quota or the inventory changed, or a job
+the trials wait for ended so that they never can run) fails the sweep with the reason; its
+unfinished trials go on until they end or :func:`cancel` stops them.
 
 The trials' objective is read from their metric records (``metric.name``); a trial that
 never reported it has no result and ranks last. A record whose value of it is null (the
@@ -320,9 +320,33 @@ def advance(
         session.flush()
         return stopped, []
     if sweep.submitted >= spec.total and not trials.unfinished():
-        _end(sweep, DONE, f"{kind_words(spec).count(sweep.submitted)} ended", t)
+        _end(sweep, DONE, done_reason(kind_words(spec), sweep.submitted, trials.jobs), t)
     session.flush()
     return stopped, submitted
+
+
+LISTED_FAILED = 5
+"""How many failed trials a DONE sweep's reason names by number (:func:`done_reason`); the
+rest are counted."""
+
+
+def done_reason(words: KindWords, submitted: int, trials: Sequence[Job]) -> str:
+    """The reason of a sweep that ended DONE: how many trials ended, then the ones that
+    failed, by number (the first :data:`LISTED_FAILED`, then how many more):
+    ``6 tasks ended (task 3 FAILED)``, ``12 trials ended (trials 0, 2 and 5 FAILED)``. It
+    said ``6 tasks ended`` alone, so that an array with a failed task read DONE in
+    ``danlu sweep show`` and the API as one whose tasks all did their work. Trials cancelled
+    (by the early-stopping rule, or by a user) are not named: they ended as someone meant."""
+    ended = f"{words.count(submitted)} ended"
+    failed = sorted(job.trial or 0 for job in trials if job.state == JobState.FAILED.value)
+    if not failed:
+        return ended
+    numbers = [str(n) for n in failed[:LISTED_FAILED]]
+    listed = numbers[0] if len(numbers) == 1 else f"{', '.join(numbers[:-1])} and {numbers[-1]}"
+    plural = "s" if len(numbers) > 1 else ""
+    more = len(failed) - len(numbers)
+    rest = f"; {more} more FAILED" if more else ""
+    return f"{ended} ({words.trial}{plural} {listed} FAILED{rest})"
 
 
 def _locked(session: Session, sweep_id: str) -> Sweep:
