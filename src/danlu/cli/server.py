@@ -84,6 +84,17 @@ IntervalOpt = Annotated[
     float | None,
     float_option("--interval", help="seconds between reconcile passes", example="2"),
 ]
+TakeOverOpt = Annotated[
+    bool,
+    typer.Option(
+        "--take-over-lost-home",
+        help=(
+            "once, when the home that launched the database's running jobs is lost for good "
+            "(its host died): take the database over, its running jobs resuming here from "
+            "their last checkpoints"
+        ),
+    ),
+]
 DbOpt = Annotated[
     str | None, typer.Option("--database-url", help="SQLAlchemy URL (default: SQLite in home)")
 ]
@@ -156,6 +167,7 @@ def _start(
     executor: str | None = None,
     slurm_partition: str | None = None,
     ray_address: str | None = None,
+    take_over_lost_home: bool = False,
 ) -> None:
     from danlu.config import parse_option_pairs
     from danlu.core.fake_gpus import parse_fake_gpus
@@ -189,7 +201,13 @@ def _start(
             slurm_partition=slurm_partition,
             ray_address=ray_address,
         )
-        prepared = prepare(settings, host=host, port=port, fake_gpus=fake_gpus)
+        prepared = prepare(
+            settings,
+            host=host,
+            port=port,
+            fake_gpus=fake_gpus,
+            take_over_lost_home=take_over_lost_home,
+        )
     except (DanluError, OSError) as exc:
         raise fail(exc) from None
 
@@ -239,6 +257,7 @@ def up(
     executor: ExecutorOpt = None,
     slurm_partition: PartitionOpt = None,
     ray_address: RayAddressOpt = None,
+    take_over_lost_home: TakeOverOpt = False,
 ) -> None:
     """Start a local control plane (server + local executor, SQLite in --home; or jobs run
     by Slurm or Ray with --executor slurm|ray); prints the URL and the admin token, then
@@ -256,6 +275,7 @@ def up(
         executor=executor,
         slurm_partition=slurm_partition,
         ray_address=ray_address,
+        take_over_lost_home=take_over_lost_home,
     )
 
 
@@ -271,6 +291,7 @@ def server(
     executor: ExecutorOpt = None,
     slurm_partition: PartitionOpt = None,
     ray_address: RayAddressOpt = None,
+    take_over_lost_home: TakeOverOpt = False,
 ) -> None:
     """Run the control plane (production): like `up` but the admin token is not printed."""
     _start(
@@ -286,6 +307,7 @@ def server(
         executor=executor,
         slurm_partition=slurm_partition,
         ray_address=ray_address,
+        take_over_lost_home=take_over_lost_home,
     )
 
 

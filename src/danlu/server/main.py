@@ -36,6 +36,7 @@ from danlu.server.gpus import find_inventory
 from danlu.server.loops import close_quietly
 from danlu.server.plane_lease import (
     LeaseWatch,
+    refuse_foreign_before_upgrading,
     release_scheduler_lease,
     scheduler_lease_ttl,
     take_scheduler_lease,
@@ -226,22 +227,36 @@ class _Store:
     """The token of the ``scheduler`` lease taken for this plane (``None``: none taken)."""
 
 
-def _open_store(settings: Settings, *, take_lease: bool) -> _Store:
+def _open_store(
+    settings: Settings, *, take_lease: bool, take_over_lost_home: bool = False
+) -> _Store:
     """Migrate the store (when ``take_lease``, not while a plane of an older danlu uses it:
     :func:`wait_before_upgrading`), take its ``scheduler`` lease when ``take_lease`` (one control
     plane per database: :func:`take_scheduler_lease`, which waits for another plane's to
-    lapse and refuses a live one), then bootstrap the admin token: a plane refused leaves no
-    token behind. A store that cannot be reached is a :class:`ConfigError` naming the URL
-    (its password hidden)."""
+    lapse and refuses a live one; ``take_over_lost_home``: the database's running jobs of
+    another home are taken over, that home given up as lost), then bootstrap the admin
+    token: a plane refused leaves no token behind. The upgrade is said in the log when it
+    changed the database. A store that cannot be reached is a :class:`ConfigError` naming
+    the URL (its password hidden)."""
     try:
         # one watch of the lease for both waits: a dead holder is waited for once
         watch = LeaseWatch(scheduler_lease_ttl(settings))
         if take_lease:  # a plane of an older danlu that uses the database keeps it as it is
             wait_before_upgrading(settings.db_url, watch=watch)
-        upgrade_database(settings.db_url)
+            if not take_over_lost_home:  # nor does the plane of the home that launched its jobs
+                refuse_foreign_before_upgrading(settings.db_url, settings)
+        migrated = upgrade_database(settings.db_url)
+        if migrated.changed:  # an upgrade of danlu, or a new (or wrongly restored) database
+            log.info("%s", migrated.describe(database_shown(settings.db_url)))
         db = Database(settings.db_url)
         try:
-            lease = take_scheduler_lease(db, settings, watch=watch) if take_lease else None
+            lease = (
+                take_scheduler_lease(
+                    db, settings, watch=watch, take_over_lost_home=take_over_lost_home
+                )
+                if take_lease
+                else None
+            )
             try:
                 with db.session() as session:
                     return _Store(bootstrap_admin(session, settings.admin_token_path), lease)
@@ -424,12 +439,15 @@ def prepare(
     announce: Callable[[str], None] = _announce,
     preempt_grace: float | None = None,
     follow_timeout: float = 3600.0,
+    take_over_lost_home: bool = False,
 ) -> Prepared:
     """Refuse a setting of another executor (:func:`~danlu.config.check_executor_settings`),
     lock the home (one control plane per home: :func:`lock_home`), migrate the store,
     take the database's ``scheduler`` lease (one control plane per database:
     :func:`take_scheduler_lease`, which waits for another plane's to lapse and refuses a
-    live one; with ``start_loops`` only), bootstrap the admin token (``{home}/admin.token``,
+    live one, unless ``take_over_lost_home`` gives the home that launched the database's
+    running jobs up as lost: :data:`~danlu.server.plane_lease.TAKE_OVER_FLAG`; with
+    ``start_loops`` only), bootstrap the admin token (``{home}/admin.token``,
     mode 0600), find the GPUs, bind the port and build the app with its local executor,
     whose reconcile loop holds that lease. The URL handed to the jobs and the CLI names
     :func:`advertised_host` (this host's name for a wildcard ``host``). What can be checked
@@ -474,7 +492,9 @@ def prepare(
         # the lease before the app writes the inventory to the store, serves, or runs a
         # pass; a plane whose caller runs the passes by hand (start_loops=False: tests)
         # takes it at its first pass, so that the caller's own loops may take it instead
-        store = _open_store(settings, take_lease=start_loops)
+        store = _open_store(
+            settings, take_lease=start_loops, take_over_lost_home=take_over_lost_home
+        )
         lease = store.lease
         token = store.issued or settings.admin_token_path.read_text(encoding="utf-8").strip()
         inventory = (

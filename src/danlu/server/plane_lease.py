@@ -13,7 +13,10 @@ given back, :func:`plane_home`): the runs of a home's jobs are that home's execu
 to a plane of another home, which would launch every running job again. A plane that takes
 the lease where another home's jobs still hold GPUs gives it back (:func:`foreign_runs`); so
 does one where the lease names no home (a database a danlu before revision 0028 ran) and no
-running job's run is recorded under its own home.
+running job's run is recorded under its own home, and a starting plane refuses such a database
+before migrating it (:func:`refuse_foreign_before_upgrading`). A home lost for good is given up
+by its operator (:data:`TAKE_OVER_FLAG`): its jobs' runs are taken for lost with it
+(:func:`take_over_lost_runs`).
 
 The lease's expiry is a wall-clock time (:mod:`danlu.server.services.locks`), the only
 clock planes on several hosts have in common, and a step of a host's clock (an NTP step,
@@ -54,7 +57,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import and_, func, inspect, select, text, update
+from sqlalchemy import and_, inspect, select, text, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -66,7 +69,7 @@ from danlu.executors.supervise import LAUNCH, alive, proc_start_time
 from danlu.server.db import Database, Job, Lease, head_revision, make_engine
 from danlu.server.db.migrate import known_older_revision
 from danlu.server.loops import steady_clock
-from danlu.server.services import locks
+from danlu.server.services import jobs, locks
 from danlu.server.services.projects import HOLDING
 
 log = logging.getLogger(__name__)
@@ -84,6 +87,16 @@ lies far off (written by a host whose clock runs ahead, or before a step of this
 clock back) to be renewed before it takes its holder for dead."""
 LEASE_MIN_TTL = 10.0
 """The shortest ``scheduler`` lease (:func:`scheduler_lease_ttl`)."""
+TAKE_OVER_FLAG = "--take-over-lost-home"
+"""The ``danlu server`` flag that takes a database over from a home that is lost for good
+(:func:`take_over_lost_runs`)."""
+LOST_HOME_FIX = (
+    f"If that home is lost for good (its host died, or its disk), start this plane once with "
+    f"{TAKE_OVER_FLAG}: those jobs' runs are taken for lost with it, and the jobs resume from "
+    "their last checkpoints on this plane's GPUs"
+)
+"""What a refusal of another home's running jobs (:func:`foreign_runs`) says when the home
+that launched them cannot be started again."""
 EXECUTOR_STATE = "executor"
 """The directory of a home where its executor (local, Slurm or Ray) keeps its run records
 (``{home}/executor/runs/JOB_ID/launch.json``)."""
@@ -268,37 +281,122 @@ def foreign_runs(session: Session, home: str, home_dir: Path) -> str | None:
     if previous == home:
         return None
     holding = select(Job.id).where(Job.state.in_(HOLDING))
-    count = session.scalar(select(func.count()).select_from(holding.subquery())) or 0
-    if not count:
+    return _foreign_refusal(previous, home, home_dir, list(session.scalars(holding)))
+
+
+def _foreign_refusal(
+    previous: str | None, home: str, home_dir: Path, holding: list[str]
+) -> str | None:
+    """:func:`foreign_runs`' verdict, given the home the lease names (``previous``) and the
+    ids of the jobs that hold GPUs (``holding``)."""
+    if previous == home or not holding:
         return None
-    if previous is None and recorded_here(home_dir, session.scalars(holding)):
+    if previous is None and recorded_here(home_dir, holding):
         return None
-    shown = list(session.scalars(holding.order_by(Job.id).limit(3)))
-    more = f" and {count - len(shown)} more" if count > len(shown) else ""
-    jobs = f"the database's running jobs ({', '.join(shown)}{more})"
+    shown = sorted(holding)[:3]
+    more = f" and {len(holding) - len(shown)} more" if len(holding) > len(shown) else ""
+    running = f"the database's running jobs ({', '.join(shown)}{more})"
     if previous is None:
         return (
-            f"{jobs} were launched by a control plane whose home the database does not name "
+            f"{running} were launched by a control plane whose home the database does not name "
             f"(an older danlu ran it), and none of their runs is recorded under this plane's "
             f"home ({home}), so they were launched from another home: their runs may still be "
             "alive, and this plane cannot see them, so it would run those jobs a second time. "
             "Start danlu on the home that launched them to let them finish or cancel them, "
             "and stop it before starting this one; or give this one another database "
-            "(--database-url, DANLU_DATABASE_URL)"
+            f"(--database-url, DANLU_DATABASE_URL). {LOST_HOME_FIX}"
         )
     return (
-        f"{jobs} were launched by the control "
+        f"{running} were launched by the control "
         f"plane of home {previous}; their runs may still be alive, and this plane (home "
         f"{home}) cannot see them, so it would run those jobs a second time. Start danlu on "
         "that home again to let them finish or cancel them, and stop it before starting "
-        "this one; or give this one another database (--database-url, DANLU_DATABASE_URL)"
+        "this one; or give this one another database (--database-url, DANLU_DATABASE_URL). "
+        f"{LOST_HOME_FIX}"
     )
+
+
+def refuse_foreign_before_upgrading(db_url: str, settings: Settings) -> None:
+    """Refuse, before it is migrated, a database at an older revision of this danlu whose
+    running jobs another home launched (:func:`foreign_runs`, read with the columns every
+    revision has, and the lease's home where the revision has it: 0028 on): the start-up
+    would be refused once it took the lease anyway, and the migration would have left the
+    database to this danlu alone, an older danlu on the home that launched the jobs (the one
+    to start again) refusing it as newer. A :class:`ConfigError` saying the database was left
+    as it was; a database that is empty, at this danlu's newest revision or not readable
+    is left to the upgrade and the lease."""
+    engine = make_engine(db_url)
+    shown = engine.url.render_as_string(hide_password=True)
+    try:
+        try:
+            revision = known_older_revision(engine)
+        except OperationalError:
+            raise
+        except DBAPIError:  # not a database danlu can read: the upgrade says why
+            return
+        if revision is None:
+            return
+        columns = {column["name"] for column in inspect(engine).get_columns("leases")}
+        with engine.connect() as conn:
+            previous = (
+                conn.execute(
+                    text("SELECT home FROM leases WHERE id = :name"), {"name": LEASE}
+                ).scalar_one_or_none()
+                if "home" in columns  # the column came with 0028
+                else None
+            )
+            states = {f"state{i}": state for i, state in enumerate(HOLDING)}
+            marks = ", ".join(f":{name}" for name in states)
+            query = text(f"SELECT id FROM jobs WHERE state IN ({marks})")
+            holding = [str(job_id) for job_id in conn.execute(query, states).scalars()]
+    finally:
+        engine.dispose()
+    home_dir = Path(settings.home).resolve()
+    refusal = _foreign_refusal(previous, plane_home(settings), home_dir, holding)
+    if refusal is not None:
+        raise ConfigError(
+            f"cannot use the database {shown}, left at revision {revision} (not migrated): "
+            f"{refusal}"
+        )
 
 
 def record_home(session: Session, token: str, home: str) -> None:
     """Name ``home`` the lease's holder (it holds it with ``token``). Commits."""
     locks.update_if_token(session, Lease, LEASE, token, {"home": home})
     session.commit()
+
+
+def take_over_lost_runs(session: Session, token: str, home: str, t: float) -> list[str]:
+    """Take the database over for the plane of ``home`` (it holds the lease with ``token``)
+    from the home that launched its running jobs, which its operator gave up as lost
+    (:data:`TAKE_OVER_FLAG`): each job that holds GPUs is re-queued as a run lost with its
+    node (RUNNING -> PREEMPTING -> PENDING, no restart counted; a job whose cancellation was
+    asked ends CANCELLED), so that it resumes from its last checkpoint here, its run charged
+    up to ``t`` (no one saw when it ended), and ``home`` is recorded as the lease's. The ids
+    of the jobs re-queued. Commits."""
+    lost = read_holder(session).home or "a home the database does not name"
+    reason = (
+        f"its run was lost with the home that launched it ({lost}), taken over by {home} "
+        f"({TAKE_OVER_FLAG})"
+    )
+    taken = []
+    for job in session.scalars(select(Job).where(Job.state.in_(HOLDING)).order_by(Job.id)):
+        # a run still waiting for its launch ran nothing: its wait is charged no GPU time
+        waited = job.last_start if jobs.waits_for_launch(job) else None
+        until = t if waited is None else min(t, waited)
+        jobs.settle_exit(
+            session,
+            job,
+            succeeded=False,
+            exit_code=None,
+            reason=reason,
+            node_lost=True,
+            now=t,
+            ran_until=until,
+        )
+        taken.append(job.id)
+    record_home(session, token, home)
+    return taken
 
 
 def _steady_for(
@@ -320,6 +418,7 @@ def take_scheduler_lease(
     sleep: Callable[[float], None] = time.sleep,
     steady: Callable[[], float] | None = None,
     watch: LeaseWatch | None = None,
+    take_over_lost_home: bool = False,
 ) -> str:
     """Take the database's ``scheduler`` lease for a control plane that starts (before it
     serves or runs a pass): one control plane per database. Returns the lease's token, for
@@ -334,8 +433,10 @@ def take_scheduler_lease(
     passed. A lease given back, or whose holder was a process
     of this host that is gone (the same home's plane, ``kill -9``'d), is taken at once. A
     database whose running jobs were launched from another home is refused too
-    (:func:`foreign_runs`); a start-up that fails after taking the lease gives it back.
-    Raises :class:`ConfigError` naming the holder, or that home, and the fix."""
+    (:func:`foreign_runs`), unless ``take_over_lost_home`` (:data:`TAKE_OVER_FLAG`: its
+    operator gave that home up as lost), which re-queues those jobs to resume here
+    (:func:`take_over_lost_runs`); a start-up that fails after taking the lease gives it
+    back. Raises :class:`ConfigError` naming the holder, or that home, and the fix."""
     token = secrets.token_hex(16)
     owner = owner_id()
     ttl = scheduler_lease_ttl(settings)
@@ -357,6 +458,9 @@ def take_scheduler_lease(
                     refusal = foreign_runs(session, home, Path(settings.home).resolve())
                     if refusal is None:
                         record_home(session, token, home)
+                        return token
+                    if take_over_lost_home:
+                        _took_over(take_over_lost_runs(session, token, home, t), shown)
                         return token
                 except BaseException:  # not left held by a start-up that failed
                     session.rollback()
@@ -384,6 +488,19 @@ def take_scheduler_lease(
                 "DANLU_DATABASE_URL)"
             )
         sleep(min(LEASE_POLL, max(deadline - now, 0.01)))
+
+
+def _took_over(taken: list[str], shown: str) -> None:
+    """Say what :func:`take_over_lost_runs` did to the database ``shown``."""
+    listed = ", ".join(taken[:10]) + (f" and {len(taken) - 10} more" if len(taken) > 10 else "")
+    log.warning(
+        "%s: took the database %s over from the home given up as lost: %d job(s) whose "
+        "runs were lost with it re-queued to resume from their last checkpoints here (%s)",
+        TAKE_OVER_FLAG,
+        shown,
+        len(taken),
+        listed,
+    )
 
 
 class LeaseWatch:

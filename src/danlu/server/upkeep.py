@@ -16,7 +16,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from danlu.core.errors import DanluError
 from danlu.core.state import JobState
-from danlu.server.db import Database, Job
+from danlu.server.db import Database, Job, Node
 from danlu.server.services import dependencies, jobs, nodes, sweeps
 
 log = logging.getLogger(__name__)
@@ -98,9 +98,29 @@ def _failed(out: Upkeep, step: str, subject: str, exc: Exception) -> None:
 
 def close_nodes(db: Database, t: float, out: Upkeep) -> None:
     """Apply the cordons and drains scheduled for ``t`` or before (the round that follows
-    sees the nodes closed and preempts a drained node's jobs)."""
+    sees the nodes closed and preempts a drained node's jobs), each said in the log once
+    committed, with its reason: the start of a maintenance window, which an operator looks
+    for there."""
+    said: list[tuple[str, bool, str]] = []
     with db.session() as session:
-        out.closed_nodes += nodes.close_due(session, t)
+        closed = nodes.close_due(session, t)
+        if closed:
+            session.flush()
+            rows = session.execute(
+                select(Node.name, Node.draining, Node.cordon_reason)
+                .where(Node.name.in_(closed))
+                .order_by(Node.name)
+            )
+            said = [(str(name), bool(draining), str(reason)) for name, draining, reason in rows]
+        out.closed_nodes += closed
+    for name, draining, reason in said:
+        log.info(
+            "node %s: its scheduled %s took effect (%s)%s",
+            name,
+            "drain" if draining else "cordon",
+            reason,
+            "; its preemptible jobs are preempted by checkpoint" if draining else "",
+        )
 
 
 def expire(db: Database, t: float, out: Upkeep) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from alembic import command
@@ -108,7 +109,39 @@ def _first_line(exc: DBAPIError) -> str:
     return lines[0] if lines else type(exc.orig or exc).__name__
 
 
-def upgrade_database(url_or_engine: str | Engine, revision: str = "head") -> None:
+@dataclass(frozen=True)
+class Migrated:
+    """What :func:`upgrade_database` did: the revision the database was at before
+    (``None``: an empty database, which it made) and the one it is at now."""
+
+    before: str | None
+    after: str | None
+
+    @property
+    def changed(self) -> bool:
+        """Whether the upgrade changed the database (made it, or migrated it)."""
+        return self.before != self.after
+
+    def describe(self, shown: str) -> str:
+        """The operator's line for a database that changed (``shown``: its URL, the password
+        hidden): made at a revision, or migrated from one to another (the way back is the
+        backup taken before, since an older danlu refuses the database now)."""
+        if self.before is None:
+            return f"made the database {shown}: it was empty (now at revision {self.after})"
+        return (
+            f"migrated the database {shown} from revision {self.before} to {self.after}; "
+            "a danlu older than this one now refuses it: going back to one means restoring "
+            "the backup taken before this upgrade"
+        )
+
+
+def _revision_of(conn: Connection) -> str | None:
+    """The database's revision as the upgrade's connection sees it (its heads joined)."""
+    heads = MigrationContext.configure(conn).get_current_heads()
+    return ", ".join(heads) if heads else None
+
+
+def upgrade_database(url_or_engine: str | Engine, revision: str = "head") -> Migrated:
     """Migrate the database to ``revision`` (default: the newest). Idempotent, and safe to
     run from several processes at once: on PostgreSQL the upgrade holds an advisory lock
     (:data:`MIGRATION_LOCK`) until it commits, and a SQLite upgrade runs in ``BEGIN
@@ -116,7 +149,8 @@ def upgrade_database(url_or_engine: str | Engine, revision: str = "head") -> Non
     migrated. A database at a revision this danlu does not know (newer), one Alembic cannot
     migrate, or a database error on the way is a :class:`ConfigError` naming it (its password
     hidden); an :class:`~sqlalchemy.exc.OperationalError` (unreachable, disk full) is raised
-    as it is, for the caller to name its setting and the fix."""
+    as it is, for the caller to name its setting and the fix. Returns what it did
+    (:class:`Migrated`: nothing changed when another process migrated the database first)."""
     engine = make_engine(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine
     shown = engine.url.render_as_string(hide_password=True)
     try:
@@ -125,8 +159,10 @@ def upgrade_database(url_or_engine: str | Engine, revision: str = "head") -> Non
             if conn.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
             _check_known(conn, ScriptDirectory.from_config(config))
+            before = _revision_of(conn)
             config.attributes["connection"] = conn
             command.upgrade(config, revision)
+            return Migrated(before, _revision_of(conn))
     except CommandError as exc:
         raise ConfigError(f"cannot migrate the database {shown}: {exc}") from None
     except OperationalError:
