@@ -82,6 +82,7 @@ from danlu.cli.sim_tables import (
     rejection_note,
     summary_table,
     unplaceable_note,
+    unread_note,
 )
 from danlu.core.cluster import Cluster
 from danlu.core.errors import ConfigError, DanluError, UnknownNameError
@@ -151,9 +152,10 @@ def _title(workload: Workload, cluster: Cluster) -> str:
 
 
 def _notes(workload: Workload, notes: list[str | None]) -> None:
-    """Print the workload's pods left out (an openb list's never-scheduled pods) and the
-    given notes (each result's rejections), skipping the None ones."""
-    for note in [left_out_note(workload), *notes]:
+    """Print the workload's pods left out (an openb list's never-scheduled pods), its
+    columns not read (a plain file's) and the given notes (each result's rejections),
+    skipping the None ones."""
+    for note in [left_out_note(workload), unread_note(workload), *notes]:
         if note is not None:
             console.print(note)
 
@@ -452,12 +454,14 @@ def plan(
             parse_quotas(quota or [], user_quota or []),
         )
         check_named(wl, config)
+        projects: dict[int, dict[str, dict[str, float]]] = {}  # each size's, for --json
 
         def simulate(nodes: int) -> tuple[dict[str, float], int]:
             cluster = Cluster.homogeneous(nodes, gpus_per_node)
             size = f"{counted(nodes, 'node')} ({counted(cluster.total_gpus, 'GPU')})"
             with console.status(f"simulating {size}"):
                 result = _simulate(wl, policy, options, cluster, config, traces, False)
+            projects[nodes] = result.by_project()
             return result.summary(), len(result.rejected)
 
         found = plan_capacity(simulate, targets, min_nodes, max_nodes)
@@ -492,6 +496,10 @@ def plan(
                         "met": t.met,
                         "missed": list(t.missed),
                         **json_summary(t.summary),
+                        "projects": {
+                            name: json_summary(row)
+                            for name, row in projects.get(t.nodes, {}).items()
+                        },
                     }
                     for t in found.trials
                 ],

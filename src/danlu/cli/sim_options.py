@@ -24,7 +24,9 @@ WorkloadOpt = Annotated[
     typer.Option(
         "--workload",
         help="Workload CSV (Pollux, Philly, Alibaba openb or danlu format, recognised by its "
-        "columns). Without it, a built-in synthetic workload is used.",
+        "columns; your own trace in the danlu format: name, submit_time, gpus, duration and "
+        "optionally priority, gpu_memory, family, model, project, time_limit, user, times in "
+        "seconds). Without it, a built-in synthetic workload is used.",
     ),
 ]
 TracesOpt = Annotated[

@@ -14,6 +14,7 @@ from danlu.cli.markup import as_text
 from danlu.sim.metrics import SimResult
 from danlu.sim.plan import SECONDS_METRICS, Target, Trial
 from danlu.sim.workload import Workload
+from danlu.sim.workload_columns import PLAIN_COLUMNS
 
 
 def format_value(value: float, kind: str) -> str:
@@ -145,6 +146,18 @@ def left_out_note(workload: Workload) -> str | None:
         f"[yellow]{len(names)} GPU pod(s) left out[/yellow], never scheduled in the trace, "
         f"e.g. {as_text(names[0])} (pod_phase Pending, no scheduled_time: no running time)"
     )
+
+
+def unread_note(workload: Workload) -> str | None:
+    """``column(s) 'notes' not read ...`` (Rich markup) for a plain workload's columns the
+    format does not read (:attr:`Workload.unread_columns`): they change nothing, which the
+    results would not show. None when there are none."""
+    names = workload.unread_columns
+    if not names:
+        return None
+    shown = ", ".join(as_text(repr(name)) for name in names)
+    reads = f"{', '.join(PLAIN_COLUMNS[:-1])} and {PLAIN_COLUMNS[-1]}"
+    return f"[yellow]column(s) {shown} not read[/yellow]: the danlu format reads {reads}"
 
 
 def unplaceable_note(names: Sequence[str], sources: Mapping[str, str]) -> str | None:

@@ -73,7 +73,7 @@ from danlu.sim.sharing import GpuSharers
 from danlu.sim.sim_inputs import check_named_models, check_simulator_inputs
 from danlu.sim.simjob import SimJob, job_record, rejected_records
 from danlu.sim.stuck import StuckRule
-from danlu.sim.workload import Workload
+from danlu.sim.workload import Workload, WorkloadJob
 
 _BY_SEQ = operator.attrgetter("request.seq")
 _SEQ = operator.attrgetter("seq")
@@ -559,12 +559,17 @@ class Simulator:
                 if done_at is not None:
                     done.append((done_at, job.request.seq, job))
             done.sort(key=lambda d: (d[0], d[1]))
+            # jobs submitted before the instant wait for it to be queued: the timeline counts
+            # them pending from their submission (index ``arrived`` on are not yet counted)
+            arrived = next_arrival
             for finish, job in self._completions(instant, done):
+                arrived = self._record_arrivals(arrivals, next_arrival, arrived, finish)
                 self._complete(job, finish)
-                self._record(finish, measure_fragmentation=False)
+                self._record(finish, False, arrived - next_arrival)
                 changed = True
                 if self._sharers.touched:
                     self._rerate(finish)
+            self._record_arrivals(arrivals, next_arrival, arrived, instant, before=True)
             self._now = instant
             # else an event round's or a failure's instant, which may come after ticks
             # skipped (nothing to do then): the grid goes on from the next tick after it
@@ -628,15 +633,40 @@ class Simulator:
         late = [job.request for _, job in arrivals[next_arrival:]] + unreached
         return self._result([request.id for request in sorted(late, key=_SEQ)])
 
-    def _record(self, at: float, measure_fragmentation: bool = True) -> None:
+    def _record(self, at: float, measure_fragmentation: bool = True, arriving: int = 0) -> None:
+        """A point of the timeline at ``at``: the GPUs and jobs now, with ``arriving`` jobs
+        submitted by then but not yet queued (they wait for the next instant) counted
+        pending."""
         self._timeline.record(
             at,
             self._used_milli,
             self._offsets,
-            len(self._pending),
+            len(self._pending) + arriving,
             len(self._running),
             measure_fragmentation,
         )
+
+    def _record_arrivals(
+        self,
+        arrivals: Sequence[tuple[WorkloadJob, SimJob]],
+        queued: int,
+        counted: int,
+        until: float,
+        before: bool = False,
+    ) -> int:
+        """A timeline point at each submission from ``arrivals[counted]`` on up to ``until``
+        (before it only, with ``before``), the jobs from ``arrivals[queued]`` on submitted by
+        then counted pending: a job waits from its submission for the instant that queues it
+        (the plot's pending line missed it, 0 from t = 0 to the first tick with two jobs
+        waiting). The GPUs are as they are, the fragmentation carried (measured at instants
+        only). Returns the index after the last job counted."""
+        while counted < len(arrivals):
+            at = arrivals[counted][0].request.submit_time
+            if at > until or (before and at == until):
+                break
+            counted += 1
+            self._record(at, False, counted - queued)
+        return counted
 
     def _drop_stuck(self) -> int | None:
         """Nothing runs and nothing more can start by itself: fail the pending jobs that

@@ -20,6 +20,7 @@ The search is a plain function over a ``simulate(nodes) -> summary`` callable
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -56,6 +57,19 @@ METRICS: Final = (
 )
 """The summary metrics a target may name (:meth:`danlu.sim.metrics.SimResult.summary`)."""
 
+SAID_AS: Final = {
+    "avg_wait": "avg_queueing_delay",
+    "p99_wait": "p99_queueing_delay",
+    "wait": "avg_queueing_delay",
+    "jct": "avg_jct",
+    "gpu_util": "gpu_utilization",
+    "utilization": "gpu_utilization",
+    "utilisation": "gpu_utilization",
+}
+"""The metric a target written as ``danlu sim plan``'s table heads its column (``p99 wait``,
+``GPU util``) means, for the error's "did you mean" (``p99_wait`` is nearest
+``p99_jct`` by spelling)."""
+
 RATIO_METRICS: Final = frozenset({"gpu_allocation_ratio", "gpu_utilization", "fragmentation"})
 """Metrics from 0 to 1: a lower bound (``>=``) above 1 is refused, as no run meets it."""
 
@@ -65,7 +79,7 @@ search simulates ``max_nodes`` nodes first, so a Python caller's ``max_nodes`` o
 (a target no size meets, tried up to "as many as it takes") built a cluster of a billion
 nodes, for ever or until memory ran out."""
 
-_TARGET = re.compile(r"^\s*([a-z0-9_]+)\s*(<=|>=)\s*(\S+)\s*$")
+_TARGET = re.compile(r"^\s*([a-z0-9_]+)\s*(<=|>=)\s*(\S.*?)\s*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +130,11 @@ def parse_target(text: str, flag: str = "--target") -> Target:
         )
     metric, op, raw = match.groups()
     if metric not in METRICS:
+        near = [SAID_AS[metric]] if metric in SAID_AS else []
+        near = near or difflib.get_close_matches(metric, METRICS, n=1, cutoff=0.6)
+        hint = f"did you mean {near[0]}? " if near else ""
         raise ConfigError(
-            f"{flag} {text!r}: unknown metric {metric!r}; valid: {', '.join(METRICS)}"
+            f"{flag} {text!r}: unknown metric {metric!r}; {hint}valid: {', '.join(METRICS)}"
         )
     try:
         bound = parse_duration(raw, flag) if metric in SECONDS_METRICS else plain_float(raw)

@@ -40,7 +40,11 @@ Formats, recognised from the CSV header:
   that ends as it starts); the scheduler is told it as the job's expected duration (one of
   0 the policies read as unknown, as a spec's), unless a ``time_limit`` is given: then it
   is told the limit, as the control plane tells it a spec's (a user's estimate, not the
-  truth). (The Philly and openb formats, measured traces, run a job of under 1 s for 1 s.)
+  truth). (The Philly and openb formats keep a duration under 1 s as the trace gives it.)
+  A column it does not read is named in :attr:`Workload.unread_columns` (``danlu sim``
+  prints a note), and one that looks like a typo of a column the header lacks
+  (``projct``) is refused, naming the column it looks like; a time written as a duration
+  (``3h``) is refused naming the seconds to write.
 
 Files are UTF-8 text, with or without a byte-order mark (a byte that is not UTF-8 is
 reported on its line); spaces around the header's column names and the fields
@@ -78,6 +82,7 @@ from danlu.core.values import plain_float
 from danlu.sched.view import JobRequest
 from danlu.sim.csv_rows import NODE_COLUMNS, bounded_lines, check_no_extra_values, column_names
 from danlu.sim.setting_types import check_real, check_whole
+from danlu.sim.workload_columns import nearest_format, refuse_duration_text, unread_plain_columns
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +132,10 @@ class Workload:
     """The jobs that ask for no GPU (an openb list's CPU-only pods, by name; a Philly
     trace's ``num_gpus`` 0 jobs, by the ``philly-N`` name of their row), in file order:
     left out of :attr:`jobs`, as they are no part of a GPU schedule."""
+    unread_columns: tuple[str, ...] = ()
+    """The columns of a plain (``danlu`` format) file that the format does not read
+    (:func:`~danlu.sim.workload_columns.unread_plain_columns`), in header order: they
+    change nothing, and ``danlu sim`` says so."""
 
 
 FORMATS: dict[str, frozenset[str]] = {
@@ -169,8 +178,10 @@ def detect_format(header: list[str], path: Path | None = None) -> str:
             f"; the line holds no comma but {separator}: a workload's columns are separated "
             "by commas (save the file as comma-separated CSV)"
         )
+    nearest = nearest_format(columns, FORMATS)
     raise DataError(
-        f"{where}unrecognised workload columns {sorted(columns)}; expected one of {described}{hint}"
+        f"{where}unrecognised workload columns {sorted(columns)}; expected one of "
+        f"{described}{nearest}{hint}"
     )
 
 
@@ -365,7 +376,9 @@ _SMALLER_UNITS = (("milliseconds", 1e3), ("microseconds", 1e6), ("nanoseconds", 
 
 def _seconds(row: dict[str, str], column: str, path: Path, line: int) -> float:
     """A column of seconds (:func:`_num`) of at most :data:`MOST_SECONDS`; a larger value
-    is refused naming the units it looks like."""
+    is refused naming the units it looks like, and so is a duration (``3h``), naming the
+    seconds to write."""
+    refuse_duration_text(row, column, path, line)
     value = _num(row, column, path, line)
     if value <= MOST_SECONDS:
         return value
@@ -488,6 +501,7 @@ def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, st
     jobs: list[WorkloadJob] = []
     left_out: dict[str, list[str]] = {"cpu": [], "pending": []}  # openb pods not simulated
     lines: dict[str, int] = {}  # each job's name, and the line it is on
+    unread: tuple[str, ...] = ()  # a plain file's columns the format does not read
 
     def unique(name: str, line: int) -> None:
         """Refuse a job name used on an earlier line, naming both lines (the jobs'
@@ -590,14 +604,10 @@ def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, st
             unique(request.id, line)
             jobs.append(WorkloadJob(request, RigidWork(duration)))
     else:
+        unread = unread_plain_columns(p, header)  # (a typo of one it reads is refused)
         for line, row in rows:
             duration = _seconds(row, "duration", p, line)  # as given: under 1 s too
-            limit = _seconds(row, "time_limit", p, line) if row.get("time_limit") else None
-            if limit is not None and limit <= 0:
-                raise DataError(
-                    f"{p}:{line}: column 'time_limit' must be above 0 seconds; leave it empty "
-                    "for no limit"
-                )
+            limit = _time_limit(row, p, line)
             request = JobRequest(
                 id=_name(row, p, line),
                 submit_time=_seconds(row, "submit_time", p, line),
@@ -622,7 +632,24 @@ def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, st
         in_submission_order(jobs),
         tuple(left_out["pending"]),
         tuple(left_out["cpu"]),
+        unread,
     )
+
+
+def _time_limit(row: dict[str, str], path: Path, line: int) -> float | None:
+    """A plain job's optional ``time_limit``: seconds above 0 (None when empty: no limit).
+    A negative one is told the same rule as 0 (it was told ``must be >= 0``, and then 0
+    was refused as not above 0)."""
+    if not row.get("time_limit"):
+        return None
+    refuse_duration_text(row, "time_limit", path, line)
+    value = _number(row, "time_limit", path, line)
+    if not value > 0:  # NaN too
+        raise DataError(
+            f"{path}:{line}: column 'time_limit' must be above 0 seconds, got "
+            f"{row['time_limit']!r}; leave it empty for no limit"
+        )
+    return _seconds(row, "time_limit", path, line)
 
 
 def _no_jobs(path: Path, kind: str, cpu_only: int, pending: int) -> str:
