@@ -45,7 +45,13 @@ def test_an_admin_adds_a_user_who_then_works_with_its_token(server: str) -> None
     token = token.strip()
     assert code == 0 and token.startswith("dl_") and "\n" not in token
     code, out, _ = run("whoami", "--token", token, "--json")
-    alice = {"name": "alice", "role": "user", "os_user": None, "quota_gpus": None}
+    alice = {
+        "name": "alice",
+        "role": "user",
+        "os_user": None,
+        "quota_gpus": None,
+        "disabled_at": None,
+    }
     assert code == 0 and json.loads(out) == alice
     code, _, err = run("user", "add", "bob", "--token", token)  # not an admin
     assert code == 2 and "admin" in err
@@ -113,7 +119,13 @@ def test_a_users_os_account_is_set_listed_and_cleared(server: str) -> None:
     code, out, _ = run("user", "add", "bob", "--os-user", "bobby")
     assert code == 0 and "user bob (user), jobs run as OS account bobby" in out
     code, out, _ = run("user", "ls", "--json")
-    bob = {"name": "bob", "role": "user", "os_user": "bobby", "quota_gpus": None}
+    bob = {
+        "name": "bob",
+        "role": "user",
+        "os_user": "bobby",
+        "quota_gpus": None,
+        "disabled_at": None,
+    }
     assert bob in json.loads(out)
     code, out, _ = run("user", "set", "bob", "--os-user", "none", "--json")
     assert code == 0 and json.loads(out)["os_user"] is None

@@ -97,7 +97,13 @@ def test_every_route_against_a_live_server(shared_server: Server) -> None:
     # users and tokens: alice sees only her own jobs
     assert admin.create_user("alice")["role"] == "user"
     alice = Client(admin.url, admin.create_token("alice", "laptop"))
-    assert alice.me() == {"name": "alice", "role": "user", "os_user": None, "quota_gpus": None}
+    assert alice.me() == {
+        "name": "alice",
+        "role": "user",
+        "os_user": None,
+        "quota_gpus": None,
+        "disabled_at": None,
+    }
     mine = alice.submit(py("print('alice')", "alices-job"))
     assert [j["id"] for j in alice.list_jobs()] == [mine["id"]]
     with pytest.raises(api.PermissionDenied) as denied:

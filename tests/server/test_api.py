@@ -53,7 +53,13 @@ def test_health_openapi_and_auth_required(live: Live) -> None:
     with live.client("dl_abcdefgh_not-a-real-token-at-all-xx") as bad:
         assert bad.get("/jobs").status_code == 401
     with live.client() as admin:
-        me = {"name": "admin", "role": "admin", "os_user": None, "quota_gpus": None}
+        me = {
+            "name": "admin",
+            "role": "admin",
+            "os_user": None,
+            "quota_gpus": None,
+            "disabled_at": None,
+        }
         assert admin.get("/users/me").json() == me
 
 
@@ -203,7 +209,13 @@ def test_projects_users_tokens_and_quotas(live: Live) -> None:
         assert too_big.status_code == 422
         assert too_big.json()["error"]["field"] == "resources.gpus"
     with live.client(token) as carol:
-        me = {"name": "carol", "role": "user", "os_user": None, "quota_gpus": None}
+        me = {
+            "name": "carol",
+            "role": "user",
+            "os_user": None,
+            "quota_gpus": None,
+            "disabled_at": None,
+        }
         assert carol.get("/users/me").json() == me
         assert carol.post("/projects", json={"name": "mine"}).status_code == 403
         assert carol.post("/users", json={"name": "eve"}).status_code == 403

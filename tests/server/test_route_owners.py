@@ -106,6 +106,8 @@ CASES: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
     # the admin's
     ("POST", "/api/v1/users"): ("/users", {"name": "mallory", "role": "admin"}),
     ("PUT", "/api/v1/users/{name}"): ("/users/bob", {"quota_gpus": 100}),
+    ("POST", "/api/v1/users/{name}/disable"): ("/users/alice/disable", {"cancel_jobs": True}),
+    ("POST", "/api/v1/users/{name}/enable"): ("/users/bob/enable", None),
     ("POST", "/api/v1/projects"): ("/projects", {"name": "bobs"}),
     ("PUT", "/api/v1/projects/{name}"): ("/projects/default", {"priority": 100}),
     ("POST", "/api/v1/cluster/nodes/{name}/cordon"): ("/cluster/nodes/{node}/cordon", {}),
@@ -184,6 +186,7 @@ def test_the_refusals_changed_nothing(world: World) -> None:
         assert [u["name"] for u in admin.get("/users").json()] == ["admin", "alice", "bob"]
         assert admin.get("/users/bob").status_code in (404, 405)
         assert [u["quota_gpus"] for u in admin.get("/users").json()] == [None, None, None]
+        assert [u["disabled_at"] for u in admin.get("/users").json()] == [None, None, None]
         projects = admin.get("/projects").json()
         assert [(p["name"], p["priority"]) for p in projects] == [("default", 0)]
         nodes = admin.get("/cluster/nodes").json()

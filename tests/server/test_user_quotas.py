@@ -144,4 +144,10 @@ def test_users_me_shows_the_callers_stored_os_user_and_quota(tmp_path: Path, db_
         token = c.post("/users/carol/tokens", json={"name": "t"}).json()["token"]
         with live.client(token) as carol:
             me = carol.get("/users/me").json()
-        assert me == {"name": "carol", "role": "user", "os_user": "carol_os", "quota_gpus": 2.0}
+        assert me == {
+            "name": "carol",
+            "role": "user",
+            "os_user": "carol_os",
+            "quota_gpus": 2.0,
+            "disabled_at": None,
+        }

@@ -1,5 +1,5 @@
 """Users and projects over the REST client: ``danlu whoami``, ``danlu user add / token / ls /
-tokens / revoke`` and ``danlu project ls / add / set``.
+tokens / revoke / disable / enable`` and ``danlu project ls / add / set``.
 
 Creating users and projects, and issuing another user's token, is for admins (the server
 answers 403 otherwise); a user may issue tokens for itself. Options, the client and errors
@@ -31,7 +31,7 @@ from danlu.cli.options import (
     int_option,
 )
 from danlu.cli.output import stdout_written
-from danlu.cli.reply_fields import PROJECT, TOKEN, USER, Record
+from danlu.cli.reply_fields import PROJECT, TOKEN, USER, USER_JOBS, Record
 from danlu.core.errors import SpecError
 from danlu.core.units import format_bytes, parse_bytes
 from danlu.core.values import plain_float, visible
@@ -183,7 +183,16 @@ def _user_line(data: dict[str, Any]) -> str:
     runs = f", jobs run as OS account {as_text(account)}" if account else ""
     quota = data.get("quota_gpus")
     limit = f", at most {gpu_count(float(quota))}" if quota is not None else ""
-    return f"user {as_text(data.get('name'))} ({as_text(data.get('role'))}){runs}{limit}"
+    off = data.get("disabled_at")
+    disabled = f", disabled since {when_text(off)}" if off is not None else ""
+    return f"user {as_text(data.get('name'))} ({as_text(data.get('role'))}){runs}{limit}{disabled}"
+
+
+def _user_state(data: dict[str, Any]) -> str:
+    """A user's state as ``danlu user ls`` shows it: ``enabled``, or ``disabled`` and since
+    when."""
+    off = data.get("disabled_at")
+    return "enabled" if off is None else f"disabled since {when_text(off)}"
 
 
 @user_app.command("token")
@@ -234,7 +243,7 @@ def user_ls(
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """List the users and their roles (admin)."""
+    """List the users, their roles, and whether each is enabled or disabled (admin)."""
     data = common.ask(home, url, token, lambda c: c.users())
     show_data(data, json_out, _users_table, USER)
 
@@ -246,10 +255,11 @@ def _users_table(users: list[dict[str, Any]]) -> TitledTable:
             as_text(row.get("role")),
             as_text(row.get("os_user") or "-"),
             "-" if row.get("quota_gpus") is None else f"{float(row['quota_gpus']):g}",
+            _user_state(row),
         )
         for row in users
     ]
-    return titled_table("users", ("user", "role", "OS account", "GPU quota"), rows)
+    return titled_table("users", ("user", "role", "OS account", "GPU quota", "state"), rows)
 
 
 @user_app.command("tokens")
@@ -301,6 +311,82 @@ def user_revoke(
         )
     revoked = common.ask(home, url, token, lambda c: c.revoke_tokens(name, prefix))
     common.console.print(f"revoked {revoked} token(s) of {as_text(name)}", highlight=False)
+
+
+@user_app.command("disable")
+def user_disable(
+    name: NameArg,
+    cancel_jobs: Annotated[
+        bool,
+        typer.Option(
+            "--cancel-jobs",
+            help="Also cancel their unfinished jobs, running ones stopped with their grace.",
+        ),
+    ] = False,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Disable a user (admin), for one who left: their tokens are refused, none is issued
+    to them, and their queued jobs are not started until `danlu user enable NAME`; they
+    stay listed, as their jobs and usage do. Their running jobs run on unless
+    --cancel-jobs cancels every unfinished job of theirs. The last enabled admin cannot be
+    disabled."""
+    data = common.ask(home, url, token, lambda c: c.disable_user(name, cancel_jobs))
+    show_data(data, json_out, _disabled_line, USER_JOBS)
+
+
+@user_app.command("enable")
+def user_enable(
+    name: NameArg,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Enable a disabled user again (admin): their tokens (those not revoked) work again
+    and their queued jobs are scheduled as before."""
+    data = common.ask(home, url, token, lambda c: c.enable_user(name))
+    show_data(data, json_out, _enabled_line, USER_JOBS)
+
+
+def _jobs(count: Any, what: str) -> str:
+    """``count`` jobs in words: ``1 queued job``, ``2 running jobs``; ``?`` for a count
+    the reply lacks."""
+    if not isinstance(count, int):
+        return f"? {what} jobs"
+    return f"{count} {what} job" + ("" if count == 1 else "s")
+
+
+def _user_of(data: dict[str, Any]) -> str:
+    """The name of the user a disable or enable reply is about."""
+    user = data.get("user")
+    return as_text(user.get("name") if isinstance(user, dict) else None)
+
+
+def _disabled_line(data: dict[str, Any]) -> str:
+    name = _user_of(data)
+    said = [f"user {name} disabled: their tokens are refused"]
+    if data.get("cancelled") or data.get("stopping"):
+        cancelled, stopping = data.get("cancelled"), data.get("stopping")
+        said.append(
+            f"{_jobs(cancelled, 'queued')} cancelled, {_jobs(stopping, 'running')} being stopped"
+        )
+    if data.get("queued"):
+        queued = _jobs(data.get("queued"), "queued")
+        said.append(f"{queued} not started until enabled again (danlu user enable {name})")
+    if data.get("running"):
+        running = _jobs(data.get("running"), "running")
+        said.append(f"{running} run on (danlu user disable {name} --cancel-jobs stops them)")
+    return "; ".join(said)
+
+
+def _enabled_line(data: dict[str, Any]) -> str:
+    said = f"user {_user_of(data)} enabled: their tokens work again"
+    if data.get("queued"):
+        said += f"; {_jobs(data.get('queued'), 'queued')} may start"
+    return said
 
 
 def show_data(

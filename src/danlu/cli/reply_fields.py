@@ -159,8 +159,15 @@ USER_FIELDS: Mapping[str, Field] = {
     "role": TEXT,
     "os_user": TEXT,
     "quota_gpus": NUMBER,
+    "disabled_at": TIME,
 }
 """A user's fields that ``danlu whoami``, ``user ls / add / set`` render."""
+
+USER_JOBS_FIELDS: Mapping[str, Field] = {
+    "user": record(USER_FIELDS),
+    **{key: WHOLE for key in ("queued", "running", "cancelled", "stopping")},
+}
+"""The fields of a user's disable or enable that ``danlu user disable / enable`` render."""
 
 TOKEN_FIELDS: Mapping[str, Field] = {
     "prefix": TEXT,
@@ -383,6 +390,7 @@ class Record:
 
 
 USER = Record(USER_FIELDS, "user", "name")
+USER_JOBS = Record(USER_JOBS_FIELDS, "the reply", "")
 TOKEN = Record(TOKEN_FIELDS, "token", "prefix")
 PROJECT = Record(PROJECT_FIELDS, "project", "name")
 USAGE = Record(USAGE_FIELDS, "usage row of project", "project")

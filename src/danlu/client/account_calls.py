@@ -68,13 +68,28 @@ class AccountCalls:
         account its jobs run as; None: the one named like it), ``quota_gpus`` (None: none)."""
         return self._object("PUT", f"/users/{seg(name, 'name')}", json=fields)
 
+    def disable_user(self, name: str, cancel_jobs: bool = False) -> dict[str, Any]:
+        """``POST /users/{name}/disable`` (admin): refuse the user's tokens and start none
+        of their queued jobs until enabled again; ``cancel_jobs``: cancel their unfinished
+        jobs too (running ones stopped). Returns ``{"user", "queued", "running",
+        "cancelled", "stopping"}``: the User and what their unfinished jobs do now."""
+        if not isinstance(cancel_jobs, bool):  # "no" would read as true
+            raise SpecError("cancel_jobs", f"give True or False, not {cancel_jobs!r}")
+        body = {"cancel_jobs": cancel_jobs}
+        return self._object("POST", f"/users/{seg(name, 'name')}/disable", json=body)
+
+    def enable_user(self, name: str) -> dict[str, Any]:
+        """``POST /users/{name}/enable`` (admin): the user's tokens work again and their
+        queued jobs are scheduled; the reply as :meth:`disable_user`'s."""
+        return self._object("POST", f"/users/{seg(name, 'name')}/enable")
+
     def create_token(self, user: str, name: str = "") -> str:
         """``POST /users/{name}/tokens``: a new API token for ``user`` (shown once)."""
         path = f"/users/{seg(user, 'user')}/tokens"
         return str(self._field("POST", path, "token", str, json={"name": name}))
 
     def users(self) -> list[dict[str, Any]]:
-        """``GET /users`` (admin): every user, ``{"name", "role"}``."""
+        """``GET /users`` (admin): every user, ``{"name", "role", ..., "disabled_at"}``."""
         return self._records("GET", "/users")
 
     def tokens(self, user: str) -> list[dict[str, Any]]:

@@ -77,12 +77,22 @@ class User(Base):
     """The most GPUs (whole-GPU equivalents) the user's running jobs may hold at once, in
     all projects (as Slurm's ``MaxTRESPerUser=gres/gpu``); None: no limit of the user's own
     (its projects' quotas still apply)."""
+    disabled_at: Mapped[float | None] = mapped_column(Double, default=None)
+    """When an admin disabled the user (:mod:`danlu.server.services.disabling`): its tokens
+    are refused (its running jobs' own tokens aside), no token is issued to it, and its
+    queued jobs are not started until it is enabled again; None: enabled. A disabled user
+    stays in the store, so that its jobs' history and usage keep its name."""
 
     tokens: Mapped[list[ApiToken]] = relationship(back_populates="user", passive_deletes=True)
 
     @property
     def is_admin(self) -> bool:
         return self.role == "admin"
+
+    @property
+    def disabled(self) -> bool:
+        """Whether an admin disabled the user (:attr:`disabled_at` is set)."""
+        return self.disabled_at is not None
 
     @property
     def account(self) -> str:

@@ -24,6 +24,7 @@ from danlu.server.routes.deps import (
 from danlu.server.routes.schemas import (
     AllocationOut,
     CordonIn,
+    DisableIn,
     HealthOut,
     NodeOut,
     ProjectIn,
@@ -36,6 +37,7 @@ from danlu.server.routes.schemas import (
     UncordonIn,
     UsageOut,
     UserIn,
+    UserJobsOut,
     UserOut,
     UserPatch,
     nodes_out,
@@ -45,7 +47,7 @@ from danlu.server.routes.schemas import (
     user_out,
 )
 from danlu.server.run_as import check_os_user
-from danlu.server.services import cluster, members, nodes, projects, usage, users
+from danlu.server.services import cluster, disabling, members, nodes, projects, usage, users
 
 router = APIRouter(dependencies=[Depends(single_valued)])
 
@@ -272,6 +274,53 @@ def update_user(name: str, body: UserPatch, user: Caller, state: State) -> dict[
         if "quota_gpus" in body.model_fields_set:
             changed = users.set_quota(session, name, body.quota_gpus)
         return user_out(changed)
+
+
+@router.post("/users/{name}/disable", response_model=UserJobsOut, tags=["users"])
+def disable_user(
+    name: str, user: Caller, state: State, body: DisableIn | None = None
+) -> dict[str, Any]:
+    """Disable a user (admin): their API tokens are refused (401, saying so), none is
+    issued to them, no job is submitted in their name, and their queued jobs are not
+    started until they are enabled again; they stay listed, as their jobs and usage do.
+    Their running jobs run on (``running`` counts them) unless ``cancel_jobs`` is true:
+    then every unfinished job of theirs is cancelled and their running sweeps end. Disabling
+    a disabled user changes nothing more (with ``cancel_jobs``, cancels what is left). 409
+    naming ``name`` for the last enabled admin. No body is ``{}``."""
+    require_admin(user)
+    checked_name(name, "user", "name")
+    cancel_jobs = body is not None and body.cancel_jobs
+    with state.db.session() as session:
+        done = disabling.disable(session, name, user, cancel_jobs=cancel_jobs)
+        reply = _user_jobs_out(done)
+    if state.wake is not None and cancel_jobs:  # the running jobs' stops: in the next pass
+        state.wake()
+    return reply
+
+
+@router.post("/users/{name}/enable", response_model=UserJobsOut, tags=["users"])
+def enable_user(name: str, user: Caller, state: State) -> dict[str, Any]:
+    """Enable a disabled user again (admin): their tokens not revoked meanwhile work again,
+    and their queued jobs are scheduled as before (``queued`` counts them). Enabling an
+    enabled user changes nothing."""
+    require_admin(user)
+    checked_name(name, "user", "name")
+    with state.db.session() as session:
+        reply = _user_jobs_out(disabling.enable(session, name))
+    if state.wake is not None and reply["queued"]:
+        state.wake()
+    return reply
+
+
+def _user_jobs_out(done: disabling.UserJobs) -> dict[str, Any]:
+    """``done`` as the API's reply to a disable or an enable."""
+    return {
+        "user": user_out(done.user),
+        "queued": done.queued,
+        "running": done.running,
+        "cancelled": done.cancelled,
+        "stopping": done.stopping,
+    }
 
 
 def _own_or_admin(name: str, user: User) -> None:

@@ -222,7 +222,8 @@ def caller(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> User:
-    """The user owning the request's bearer token (401 when missing or unknown).
+    """The user owning the request's bearer token (401 when missing or unknown, and when
+    its user is disabled, saying so; a running job's own token still reports its metrics).
 
     Authentication runs in a read-only session (no write lock per request); the returned
     :class:`User` is a detached copy. The token's ``last_used_at`` is stored in a write of
@@ -239,6 +240,8 @@ def caller(
         if token is None:
             raise AuthError("the API token is unknown or revoked; ask an admin for a new one")
         _note_use(state, token.id, token.last_used_at)
+        if users.refused(token):
+            raise AuthError(users.disabled_message(token.user.name))
         if token.job_id is not None and not _own_metrics(request, token.job_id):
             raise PermissionDenied(
                 f"this token was issued to a run of job {token.job_id}: it may only report "
@@ -253,6 +256,7 @@ def caller(
             created_at=user.created_at,
             os_user=user.os_user,
             quota_gpus=user.quota_gpus,
+            disabled_at=user.disabled_at,
         )
     return found
 

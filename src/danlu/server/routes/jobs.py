@@ -309,9 +309,10 @@ def _current_run(state: ServerState, job_id: str) -> tuple[bool, Handle]:
 
 
 def _token_live(state: ServerState, token: str) -> bool:
-    """Whether ``token`` still works (not revoked; blocking: a store read)."""
+    """Whether ``token`` still works (not revoked, its user not disabled; blocking: a store
+    read)."""
     with state.db.read_session() as session:
-        return users.find_token(session, token) is not None
+        return users.usable_token(session, token)
 
 
 async def _follow(

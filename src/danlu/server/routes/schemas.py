@@ -328,6 +328,9 @@ class UserOut(BaseModel):
     quota_gpus: float | None = None
     """The most GPUs the user's running jobs may hold at once, in all projects; null: no
     limit of the user's own."""
+    disabled_at: float | None = None
+    """When an admin disabled the user (their tokens refused, their queued jobs not
+    started); null: enabled."""
 
 
 class UserIn(_In):
@@ -346,6 +349,28 @@ class UserPatch(_In):
     quota_gpus: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
 
     _numbers = field_validator("quota_gpus", mode="before")(_no_boolean)
+
+
+class DisableIn(_In):
+    """A user's disable (admin): ``cancel_jobs`` true cancels their unfinished jobs too,
+    running ones stopped with their grace to checkpoint (default false: running jobs run
+    on, queued ones are not started)."""
+
+    cancel_jobs: bool = Field(default=False, strict=True)
+    """``true`` or ``false`` only (``1`` or ``"yes"`` is a 422 naming it)."""
+
+
+class UserJobsOut(BaseModel):
+    """A user disabled or enabled, and what their unfinished jobs do now: ``queued`` hold no
+    GPUs (not started while the user is disabled), ``running`` hold GPUs and run on,
+    ``cancelled`` queued ones the disable cancelled, ``stopping`` running ones being
+    stopped (``cancel_jobs``)."""
+
+    user: UserOut
+    queued: int
+    running: int
+    cancelled: int
+    stopping: int
 
 
 class TokenIn(_In):
@@ -531,6 +556,7 @@ def user_out(user: User) -> dict[str, Any]:
         "role": user.role,
         "os_user": user.os_user,
         "quota_gpus": user.quota_gpus,
+        "disabled_at": user.disabled_at,
     }
 
 

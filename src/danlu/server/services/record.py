@@ -34,7 +34,7 @@ from danlu.sched.view import (
     preempts_for_dropped,
 )
 from danlu.server.db.models import REASON_PREFIX, REASON_PREFIX_LENGTH, Job, Project
-from danlu.server.services import jobs, user_quotas
+from danlu.server.services import jobs, user_quotas, users
 from danlu.server.services.bulk import EventBatch, WaitingReasons
 from danlu.server.services.cluster import load_cluster
 from danlu.server.services.common import resolve_now
@@ -308,15 +308,19 @@ def _not_due(job: Job, t: float) -> str | None:
     return None
 
 
-def _gone(plan: Plan, rows: Mapping[str, Job], t: float) -> set[str]:
+def _gone(
+    plan: Plan, rows: Mapping[str, Job], t: float, disabled: frozenset[int] = frozenset()
+) -> set[str]:
     """The ids of ``plan``'s starts that will not happen: their jobs held, cancelled, waiting
-    or backing off since the view was built."""
+    or backing off since the view was built, or their owners (``disabled``: user ids)
+    disabled."""
     return {
         s.job_id
         for s in plan.starts
         if (job := rows.get(s.job_id)) is None
         or job.state != JobState.PENDING.value
         or _not_due(job, t) is not None
+        or job.user_id in disabled
     }
 
 
@@ -462,6 +466,8 @@ def apply_plan(
         q.id: q
         for q in (snapshot.user_quotas if snapshot else user_quotas.read_quotas(session)).values()
     }
+    # the owners disabled since the view was built (PostgreSQL: a disable committed since)
+    disabled = users.disabled_ids(session) if plan.starts else frozenset()
 
     # the running jobs the snapshot saw as preemptible (its spec's flag): their specs need
     # not be parsed again (~35 us a job); any other is checked on its spec
@@ -495,7 +501,7 @@ def apply_plan(
     # the quota checks first: a job preempted only for moves that a quota refuses (or that
     # will not happen) keeps running, and those moves are not placed (they wait)
     limited = with_quota(projects.values())
-    gone = _gone(plan, rows, t)
+    gone = _gone(plan, rows, t, disabled)
     refused: dict[str, str] = {}
     idle: dict[str, str] = {}
     if plan.preempts:
@@ -613,6 +619,9 @@ def apply_plan(
             # reason; its GPUs stay free (nothing of the plan is placed on them: each start
             # and move is checked against what is held)
             out.skipped[start.job_id] = passed
+            continue
+        if job.user_id in disabled:  # it stays PENDING; the next view withholds it
+            out.skipped[start.job_id] = "its owner was disabled since the view was built"
             continue
         if (reason := refused.get(job.id)) is not None:  # checked before the preemptions
             out.deferred[job.id] = reason

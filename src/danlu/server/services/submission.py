@@ -31,7 +31,7 @@ from danlu.server.services.cluster import load_cluster
 from danlu.server.services.common import lock_row
 from danlu.server.services.dependencies import Verdict
 from danlu.server.services.projects import list_projects, project_for_use
-from danlu.server.services.users import get_user
+from danlu.server.services.users import check_enabled, get_user
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,8 @@ class Admitted:
 def owner_of(session: Session, spec: JobSpec, caller: User) -> User:
     """The owner of a job of ``spec`` that ``caller`` submits: the caller, or the user an
     admin names in ``user`` (:class:`PermissionDenied` for a non-admin naming another,
-    :class:`SpecError` on ``user`` naming no user)."""
+    :class:`SpecError` on ``user`` naming no user, :class:`ConflictError` on ``user``
+    naming a disabled one)."""
     if spec.user in ("default", caller.name):
         return caller
     if not caller.is_admin:
@@ -62,9 +63,11 @@ def owner_of(session: Session, spec: JobSpec, caller: User) -> User:
             f"{caller.name!r} may submit only as themselves, not as {spec.user!r}", field="user"
         )
     try:
-        return get_user(session, spec.user)
+        owner = get_user(session, spec.user)
     except NotFoundError:
         raise SpecError("user", f"unknown user {spec.user!r}") from None
+    check_enabled(owner, "own a new job", "user")
+    return owner
 
 
 def check_unfinished(

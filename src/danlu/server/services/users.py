@@ -127,9 +127,9 @@ def issue_token(
 
     With ``job_id`` it is the token of that job's new run: it may only report the job's
     metrics (see :attr:`ApiToken.job_id`), and the tokens of the job's earlier runs are
-    revoked. Without, :class:`ConflictError` when the user holds :data:`MAX_LIVE_TOKENS`
-    live tokens already, unless ``capped`` is false (the admin bootstrap: a server start is
-    never refused)."""
+    revoked. Without, :class:`ConflictError` when the user is disabled or holds
+    :data:`MAX_LIVE_TOKENS` live tokens already, unless ``capped`` is false (the admin
+    bootstrap: a server start is never refused)."""
     t = resolve_now(now)
     if job_id is None and capped:
         _check_token_room(session, user)
@@ -159,10 +159,13 @@ revoked when the run ends): a script that issues a token per call fills no table
 
 
 def _check_token_room(session: Session, user: User) -> None:
-    """:class:`ConflictError` when ``user`` holds :data:`MAX_LIVE_TOKENS` live tokens of its
-    own already. The user's row is locked first (PostgreSQL), so two issues at once cannot
-    both take the last place."""
+    """:class:`ConflictError` when ``user`` is disabled (its token would be refused), or
+    holds :data:`MAX_LIVE_TOKENS` live tokens of its own already. The user's row is locked
+    first (PostgreSQL), so two issues at once cannot both take the last place, and read
+    again: a disable committed meanwhile is seen."""
     session.execute(select(User.id).where(User.id == user.id).with_for_update())
+    session.refresh(user, ["disabled_at"])
+    check_enabled(user, "be given a token")
     live = session.scalar(
         select(func.count())
         .select_from(ApiToken)
@@ -179,6 +182,58 @@ def _check_token_room(session: Session, user: User) -> None:
             f"revoke {user.name} PREFIX` revokes one; DELETE /api/v1/users/{user.name}/tokens/"
             "PREFIX over the API)"
         )
+
+
+def disabled_message(name: str) -> str:
+    """Why the tokens of the disabled user ``name`` are refused, and what undoes it."""
+    return (
+        f"user {name!r} is disabled: their API tokens are refused until an admin enables "
+        f"them again (danlu user enable {name})"
+    )
+
+
+def owner_disabled(name: str) -> str:
+    """The ``pending_reason`` of a queued job whose owner ``name`` is disabled: the
+    scheduler passes it by (:mod:`danlu.server.services.view`) until the owner is enabled."""
+    return (
+        f"owner {name} is disabled: not started until an admin enables them (danlu user "
+        f"enable {name})"
+    )
+
+
+def check_enabled(user: User, doing: str, field: str = "name") -> None:
+    """:class:`ConflictError` naming ``field`` when ``user`` is disabled and so may not
+    ``doing`` (``be given a token``, ``own a new job``)."""
+    if user.disabled:
+        raise ConflictError(
+            f"user {user.name!r} is disabled and cannot {doing}; enable them first (danlu "
+            f"user enable {user.name}, POST /users/{user.name}/enable)",
+            field=field,
+        )
+
+
+def disabled_names(session: Session) -> frozenset[str]:
+    """The names of the disabled users (none in most stores: one small query a round)."""
+    return frozenset(session.scalars(select(User.name).where(User.disabled_at.is_not(None))))
+
+
+def disabled_ids(session: Session) -> frozenset[int]:
+    """The ids of the disabled users."""
+    return frozenset(session.scalars(select(User.id).where(User.disabled_at.is_not(None))))
+
+
+def refused(row: ApiToken) -> bool:
+    """Whether the live token ``row`` is refused all the same: its user is disabled. A
+    job run's token is not (it may only report its job's metrics, and the run goes on
+    until it ends or is cancelled: its reports are its progress)."""
+    return row.job_id is None and row.user.disabled
+
+
+def usable_token(session: Session, token: str | None) -> bool:
+    """Whether ``token`` authenticates a request now: live (:func:`find_token`) and not
+    :func:`refused`."""
+    row = find_token(session, token)
+    return row is not None and not refused(row)
 
 
 def authenticate(session: Session, token: str | None, now: float | None = None) -> User | None:

@@ -34,7 +34,7 @@ from danlu.sched.quota import (
 from danlu.sched.view import ClusterView, IntArray, JobRequest, JobStatus
 from danlu.server.db.models import Job, Project
 from danlu.server.errors import AdmissionError
-from danlu.server.services import admission, jobs, nodes, observe, user_quotas
+from danlu.server.services import admission, jobs, nodes, observe, user_quotas, users
 from danlu.server.services.cluster import InventoryMemo, load_cluster
 from danlu.server.services.common import IN_CHUNK, plain_rows, resolve_now
 from danlu.server.services.projects import (
@@ -378,8 +378,8 @@ def build_snapshot(
     """The scheduler's view at ``now``: inventory (with the nodes closed to new work),
     RUNNING/PREEMPTING jobs with their allocations, and PENDING jobs past their backoff in
     submission order (minus those whose project quota or the current inventory keeps them
-    out, listed in ``withheld``), and the jobs to preempt: those on a draining node and
-    those held while running.
+    out, listed in ``withheld``, as are those of a disabled owner), and the jobs to preempt:
+    those on a draining node and those held while running.
     ``cache``: reuse the statuses of unchanged jobs (see :class:`StatusCache`); only the rows
     of the others are loaded whole. The view's projects carry their fair-share weights and,
     with ``recent``, their recent usage. A run waiting for its launch has run nothing yet
@@ -464,6 +464,7 @@ def build_snapshot(
                     user_used[owner] = user_used.get(owner, 0.0) + entry.held.gpus
                     user_least[owner] = user_least.get(owner, 0.0) + fewest.gpus
     bound = {n for n, q in quotas.items() if can_bind(user_quotas.as_quota(q), cluster)}
+    disabled = users.disabled_names(session) if waiting else frozenset()
     pending: list[JobStatus] = []
     withheld: dict[str, str] = {}
     for row, entry in zip(waiting, waiting_entries, strict=True):
@@ -471,6 +472,9 @@ def build_snapshot(
             continue
         if entry.withheld is not None or entry.status is None:
             withheld[entry.job_id] = entry.withheld or "cannot build the job's request"
+            continue
+        if entry.status.request.user in disabled:  # not started until enabled again
+            withheld[entry.job_id] = users.owner_disabled(entry.status.request.user)
             continue
         project_id = row[_PROJECT]
         status = entry.status
