@@ -45,7 +45,7 @@ from danlu.core.units import (
         ("7B", 7),
         (" 42 ", 42),
         (1024, 1024),
-        (1.9, 1),
+        (2.0, 2),  # a float that is whole bytes (1.9 is refused: a fraction of a byte)
         (0, 0),
     ],
 )

@@ -394,8 +394,10 @@ def test_a_job_after_an_array_waits_for_all_its_tasks(
                 assert job.state == "RUNNING" and job.waiting_on is None
             else:
                 assert job.state == "CANCELLED"
+                failed = jobs.get_job(s, tasks[1]).trial  # the array is DONE, a task FAILED
                 assert events.list_events(s, after_id)[-1].reason == (
-                    f"the array {array} (shard) it depends on ended FAILED and will never succeed"
+                    f"the array {array} (shard) it depends on ended DONE (task {failed} FAILED) "
+                    "and will never succeed"
                 )
     finally:
         loop.stop()

@@ -45,18 +45,34 @@ def _ago(t: float | None, now: float) -> str:
 
 
 def gpus_of(job: dict[str, Any]) -> str:
-    """A job's GPU request: ``2``, ``1 x 10.0GiB``, or for a share of one GPU its
-    fraction, ``0.25`` (the spec's ``resources.gpu_fraction``)."""
+    """A job's GPUs: those it holds (``2``, ``1 x 10.0GiB``) while it holds some (its
+    ``allocation``), else what it asks for: an elastic range ``1..2`` (the API's ``gpus`` is
+    then the range's least), ``2``; for a share of one GPU its fraction, ``0.25`` (the
+    spec's ``resources.gpu_fraction``)."""
     resources = (job.get("spec") or {}).get("resources")
     fraction = resources.get("gpu_fraction") if isinstance(resources, dict) else None
     gpus = job.get("gpus")
     text = "-" if gpus is None else str(gpus)
+    asked = _elastic_range(resources.get("gpus") if isinstance(resources, dict) else None)
+    if asked is not None and not job.get("allocation"):
+        text = asked
     if isinstance(fraction, int | float) and not isinstance(fraction, bool) and 0 < fraction < 1:
         text = f"{fraction:g}"
     memory = job.get("gpu_memory")
     if isinstance(memory, int | float) and memory:
         text += f" x {format_bytes(memory)}"
     return text
+
+
+def _elastic_range(gpus: Any) -> str | None:
+    """A spec's ``resources.gpus`` as the range ``min..max`` when it is one (``max`` above
+    ``min``, both whole numbers); None for a fixed count or a value of another shape."""
+    if not isinstance(gpus, Mapping):
+        return None
+    low, high = gpus.get("min"), gpus.get("max")
+    if not (isinstance(low, int) and isinstance(high, int)) or bool in (type(low), type(high)):
+        return None
+    return f"{low}..{high}" if high > low else None
 
 
 JOB_COLUMNS = ("id", "name", "user", "state", "prio", "gpus", "restarts", "age")

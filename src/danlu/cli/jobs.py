@@ -27,12 +27,13 @@ from danlu.cli import job_views, waiting
 from danlu.cli import top as top_view
 from danlu.cli import usage as usage_cli
 from danlu.cli.fitted_table import print_whole
+from danlu.cli.log_attempts import attempt_marks
 from danlu.cli.markup import (
     OutputUnwritable,
     after_state,
     as_text,
     note_lines,
-    submission_notes,
+    submitted_notes,
 )
 from danlu.cli.markup import console as cli_console
 from danlu.cli.options import (
@@ -342,7 +343,7 @@ def _submitted(job: dict[str, Any], json_out: bool) -> None:
     if json_out:
         print_json(job)
         return
-    waits, notes = submission_notes(job)
+    waits, notes = submitted_notes(job)
     waiting = f", {waits}" if waits else ""
     console.print(
         f"submitted job [bold]{as_text(job.get('id'))}[/bold] ({as_text(job.get('name'))}): "
@@ -361,22 +362,38 @@ def logs(
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Stream until the job finishes.")
     ] = False,
+    separators: Annotated[
+        bool | None,
+        typer.Option(
+            "--separators/--no-separators",
+            help="Put a line where each attempt (run) begins: '── attempt 2 (started ...) ──'. "
+            "Default: when stdout is a terminal.",
+        ),
+    ] = None,
     home: HomeOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Print a job's output (stdout and stderr), its bytes as they are. With --follow, the
-    exit status is then danlu wait's: 0 when the job SUCCEEDED, 1 when it FAILED or was
-    CANCELLED (said on stderr), 2 for an error (output that cannot be written, a full disk,
-    too); 141 once the reader of the output has gone (`| head`), as a shell's SIGPIPE."""
+    """Print a job's output (stdout and stderr), its bytes as they are; on a terminal (or
+    with --separators) with a line where each attempt (run) after the first begins, as the
+    server's executor recorded them. With --follow, a run that starts while following gets
+    its line too; the exit status is then danlu wait's: 0 when the job SUCCEEDED, 1 when it
+    FAILED or was CANCELLED (said on stderr), 2 for an error (output that cannot be written,
+    a full disk, too); 141 once the reader of the output has gone (`| head`), as a shell's
+    SIGPIPE."""
     with connect(home, url, token) as client:
         try:
+            marks = attempt_marks(client, job, write_bytes, separators, console.is_terminal)
             if not follow:
                 for raw in client.read_log_bytes(job):
-                    write_bytes(raw)
+                    (write_bytes if marks is None else marks.write)(raw)
+                if marks is not None:
+                    marks.finish()
                 return
             for chunk in client.follow_log_bytes(job):
-                write_bytes(chunk)
+                (write_bytes if marks is None else marks.follow)(chunk)
+            if marks is not None:
+                marks.finish()
             ended = client.get_job(job)
         except DanluError as exc:
             raise fail(exc) from None

@@ -77,7 +77,7 @@ def reason_after_state(state: object, reason: object) -> str:
 
 def note_lines(notes: object) -> list[str]:
     """A reply's ``notes`` (a sweep's: what its submission tells of every trial, as a
-    job's pending reason tells it) as ``note: ...`` lines of markup, each note's text as
+    new job's tells of it) as ``note: ...`` lines of markup, each note's text as
     :func:`as_text` shows it; none for no list, and an entry that is not text is left out."""
     if not isinstance(notes, list):
         return []
@@ -90,13 +90,33 @@ it in parentheses (``waiting for the next scheduling round (memory estimate skip
 using whole GPUs)``)."""
 
 
+def submitted_notes(job: dict[str, Any]) -> tuple[str, list[str]]:
+    """What a new job (the reply of ``POST /jobs`` or a rerun) waits for (a job it depends
+    on; empty when it waits for no job) and the notes of its submission (how its
+    ``gpu_memory: auto`` was resolved, the model family inferred): the reply's ``notes`` as
+    they are, what it waits for being its ``pending_reason`` without them (the server adds
+    them after it, joined with ``"; "``). A reply without a list of ``notes`` (a server
+    older than the field) has both from its ``pending_reason`` (:func:`submission_notes`)."""
+    notes = job.get("notes")
+    if not isinstance(notes, list):
+        return submission_notes(job)
+    told = [note for note in notes if isinstance(note, str)]
+    reason = job.get("pending_reason")
+    if not job.get("waiting_on") or not isinstance(reason, str):
+        return "", told
+    added = "".join(f"; {note}" for note in told)
+    return (reason[: -len(added)] if added and reason.endswith(added) else reason), told
+
+
 def submission_notes(job: dict[str, Any]) -> tuple[str, list[str]]:
     """A new job's ``pending_reason`` parted into what it waits for (a job it depends on;
     empty when it waits for no job) and the notes its submission added there (how its
     ``gpu_memory: auto`` was resolved, the model family inferred), as ``POST /sweeps``
     gives them in its ``notes``: the server joins them with ``"; "`` after the job waited
     for, else in parentheses after :data:`NEXT_ROUND`. A ``"; "`` within a note's own
-    parentheses (a failed trace's message) does not part it."""
+    parentheses (a failed trace's message) does not part it; a note with a parenthesis it
+    does not close runs on into the next one. Only for a reply without ``notes`` (a server
+    older than the field): :func:`submitted_notes` takes the reply's own."""
     reason = job.get("pending_reason")
     if not isinstance(reason, str):
         return "", []

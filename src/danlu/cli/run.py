@@ -7,6 +7,8 @@ exist on the node that runs it: a shared file system for a Slurm or Ray cluster.
 environment is not passed on (a spec is stored, and may go to another machine): ``--env
 NAME=VALUE``, or ``--env NAME`` for the value here. A failed command is not restarted unless
 ``--max-restarts`` says so (a submitted job's default is 3): its exit code comes back at once.
+What the submission tells (whole GPUs for a ``--gpu-memory auto`` not estimated, and why)
+follows the line that names the job, on ``danlu: note:`` lines of stderr.
 
 Whatever ends ``danlu run`` before its job has finished cancels the job, so that it does not
 hold GPUs for no one: Ctrl-C (exit 130), a closed terminal (SIGHUP, 129), ``kill`` (SIGTERM,
@@ -31,7 +33,7 @@ from typing import Annotated, Any
 import typer
 
 from danlu.cli.jobs import connect, err, fail
-from danlu.cli.markup import after_state, as_text
+from danlu.cli.markup import after_state, as_text, submitted_notes
 from danlu.cli.options import HomeOpt, TokenOpt, UrlOpt, int_option, path_of, refuse_empty
 from danlu.cli.output import PIPE_CLOSED, quiet_stdout, stderr_written, write_bytes
 from danlu.cli.spec_build import set_path, spec_body
@@ -283,8 +285,11 @@ def run(
         job_id: str | None = None
         try:
             with stop_signals(signals, (signal.SIGINT, *STOP_SIGNALS)):
-                job_id = str(client.submit(body)["id"])
+                made = client.submit(body)
+                job_id = str(made["id"])
                 say(f"danlu: job {job_id} submitted (Ctrl-C cancels it)")
+                for note in submitted_notes(made)[1]:  # whole GPUs for a memory not estimated
+                    say(f"danlu: note: {note}")
                 signals.attached()
                 code = attach(client, job_id)
         except Abandoned as gone:

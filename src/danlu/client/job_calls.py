@@ -30,7 +30,10 @@ class JobCalls(AccountCalls):
     ``offset`` without asking again."""
 
     def submit(self, spec: JobSpec | Mapping[str, Any]) -> JobDict:
-        """``POST /jobs``: submit a spec; returns the new Job."""
+        """``POST /jobs``: submit a spec; returns the new Job with its submission's
+        ``notes`` (a list of text: how ``gpu_memory: auto`` was resolved, or why it could
+        not be and the job gets whole GPUs; the model family inferred). A server older than
+        that field sends none; its job's ``pending_reason`` holds them."""
         return self._made("POST", "/jobs", json=spec_body(spec))
 
     def _made(self, method: str, path: str, **kwargs: Any) -> JobDict:
@@ -183,7 +186,8 @@ class JobCalls(AccountCalls):
         return self._object("POST", f"/jobs/{seg(job, 'job')}/cancel")
 
     def rerun(self, job: str) -> JobDict:
-        """``POST /jobs/{id}/rerun``: submit a finished job again; returns the new Job."""
+        """``POST /jobs/{id}/rerun``: submit a finished job again; returns the new Job with
+        its submission's ``notes``, as :meth:`submit` does."""
         return self._made("POST", f"/jobs/{seg(job, 'job')}/rerun")
 
     def submit_sweep(self, spec: Mapping[str, Any]) -> JobDict:

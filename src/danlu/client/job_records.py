@@ -79,6 +79,12 @@ class JobRecords(AccountCalls):
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         yield from _decoded(decoder, self.read_log_bytes(job, offset), final=True)
 
+    def log_runs(self, job: str) -> list[dict[str, Any]]:
+        """``GET /jobs/{id}/logs/runs``: where each run of the job that the server's executor
+        still knows of begins in its log, oldest first: ``[{"attempt", "offset",
+        "started_at"}]`` (``offset``: the byte of the log where the run's output begins)."""
+        return self._records("GET", f"/jobs/{seg(job, 'job')}/logs/runs")
+
     def read_log_bytes(self, job: str, offset: int = 0) -> Iterator[bytes]:
         """The whole log from byte ``offset``, the job's bytes as they are: ``GET
         /jobs/{id}/logs`` again from each next offset until a request brings no more. A reply

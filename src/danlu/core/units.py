@@ -56,7 +56,11 @@ def parse_bytes(value: int | float | str, field: str = "size") -> int:
     bytes, not the 8,199,999,999 of a float product); a fraction of a byte left over is
     dropped (``1.0005KB`` is 1,000 bytes, ``0.3GiB`` 322,122,547).
 
-    Raises :class:`SpecError` naming ``field`` when the value is not a size or is too large.
+    Raises :class:`SpecError` naming ``field`` when the value is not a size, is too large,
+    is a number of bytes with a fraction (``0.5``, ``0.5B``, a float ``0.5``: no whole
+    number of bytes) or is above 0 but less than one byte (``0.0000001KB``): dropping the
+    fraction read them as fewer bytes, 0 for half a byte, which for a ``gpu_memory`` means
+    whole GPUs (:func:`_whole_bytes`).
     """
     if isinstance(value, bool):
         raise SpecError(
@@ -68,6 +72,8 @@ def parse_bytes(value: int | float | str, field: str = "size") -> int:
             raise SpecError(field, f"a size must be a finite number (got {value})")
         if value < 0:
             raise SpecError(field, f"a size cannot be negative (got {value})")
+        if isinstance(value, float) and not value.is_integer():
+            _fraction_of_a_byte(str(value), field)
         return _at_most_max(int(value), value, field)
     if not isinstance(value, str):
         raise SpecError(
@@ -90,8 +96,43 @@ def parse_bytes(value: int | float | str, field: str = "size") -> int:
             field, f"{quoted(value)} has more decimals than a size needs; write at most 30"
         )
     # exact integer arithmetic; the floor division drops a fraction of a byte
-    size = _whole(whole + fraction) * _UNITS[match.group(2).lower()] // 10 ** len(fraction)
+    written = _whole(whole + fraction)
+    size = written * _UNITS[match.group(2).lower()] // 10 ** len(fraction)
+    _whole_bytes(value, match.group(1), match.group(2), written, size, field)
     return _at_most_max(size, value, field)
+
+
+def _whole_bytes(value: str, number: str, unit: str, written: int, size: int, field: str) -> None:
+    """Refuse a size written as ``number`` ``unit`` (its digits ``written``, ``size`` bytes
+    once its fraction of a byte is dropped) that is no whole number of bytes in bytes
+    (``0.5``, ``1.5B``), or is above 0 but less than one byte in a larger unit
+    (``0.0000001KB``): either was read as fewer bytes than written, 0 for a value below one
+    byte, and a ``gpu_memory`` of 0 is whole GPUs. A fraction dropped from a larger size
+    (``0.3GiB``) stays dropped."""
+    _, _, fraction = number.partition(".")
+    if _UNITS[unit.lower()] == 1 and fraction.strip("0"):
+        if unit:
+            raise SpecError(
+                field,
+                f"{quoted(value)} is a fraction of a byte (a size in B is whole bytes): "
+                f"write whole bytes, or the unit meant, e.g. {number}GiB",
+            )
+        _fraction_of_a_byte(number, field)
+    if size == 0 and written > 0:
+        raise SpecError(
+            field,
+            f"{quoted(value)} is less than one byte, which would be read as 0: give a size "
+            "of one byte or more, in the unit meant (e.g. 20GiB)",
+        )
+
+
+def _fraction_of_a_byte(number: str, field: str) -> NoReturn:
+    """Refuse ``number`` bytes, written without a unit, that has a fraction."""
+    raise SpecError(
+        field,
+        f"{number} bytes is a fraction of a byte (a number without a unit is bytes): "
+        f"give the size a unit, e.g. {number}GiB",
+    )
 
 
 def _whole(digits: str) -> int:

@@ -323,6 +323,17 @@ class Handle:
 
 
 @dataclass(frozen=True, slots=True)
+class RunStart:
+    """Where one run of a job began in the job's log, which holds the output of all its runs
+    one after another (:meth:`Executor.log_runs`): the run's ``attempt``, the ``offset`` of
+    its first byte there, and when it was launched (``started_at``, POSIX seconds)."""
+
+    attempt: int
+    offset: int
+    started_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class ExecStatus:
     """What an executor knows about a run when polled.
 
@@ -609,6 +620,13 @@ class Executor(ABC):
             data, size = self.logs(handle, size)
             if not data:
                 return size
+
+    def log_runs(self, handle: Handle) -> list[RunStart]:
+        """Where each run of ``handle``'s job (whichever run the attempt is) that the executor
+        still knows of began in the job's log, oldest first, to tell the runs apart there.
+        Default: none known (an executor whose runs' logs are not one file, or that keeps no
+        such record); :class:`UnknownHandleError` as :meth:`logs` raises it."""
+        return []
 
     def forget(self, handle: Handle) -> None:  # noqa: B027 - optional hook, default no-op
         """Drop the executor's record of an exited run (its logs stay). Default: nothing."""

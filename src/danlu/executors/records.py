@@ -75,6 +75,29 @@ def _slots(value: Any) -> bool:
     )
 
 
+LOG_RUNS_KEPT = 100
+"""The most earlier runs of a job whose start in its log a launch record keeps
+(``log_runs``): the newest ones (the record is read at every poll)."""
+
+
+def _log_runs(value: Any) -> bool:
+    """A launch record's ``log_runs``: the job's earlier runs, each ``[attempt, offset,
+    started_at]`` (where it began in the job's log, and when it was launched), at most
+    :data:`LOG_RUNS_KEPT` of them."""
+    return (
+        isinstance(value, list)
+        and len(value) <= LOG_RUNS_KEPT
+        and all(
+            isinstance(run, list)
+            and len(run) == 3
+            and _natural(run[0])
+            and _natural(run[1])
+            and _number(run[2])
+            for run in value
+        )
+    )
+
+
 _REASONS = frozenset(r.value for r in StopReason)
 
 
@@ -88,6 +111,7 @@ LAUNCH_FIELDS: Mapping[str, Check] = {
     "command": _argv,
     "log_path": _text,
     "log_offset": _natural,
+    "log_runs": _log_runs,
     "cancel_grace": _number,
     "launched_at": _number,
     "gpus": _slots,

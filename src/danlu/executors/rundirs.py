@@ -37,6 +37,7 @@ from danlu.executors.base import (
     HeldGpus,
     JobLaunch,
     Outcome,
+    RunStart,
     RunState,
     StopReason,
     busy_gpus,
@@ -112,6 +113,7 @@ class RunDirExecutor(Executor):
     _live: dict[Path, dict[str, Any] | None] | None
     _log_elsewhere: dict[str, Path]
     _unread_warned: set[Path]
+    _earlier_runs: dict[str, list[list[Any]]]
 
     def _init_runs(
         self,
@@ -137,6 +139,12 @@ class RunDirExecutor(Executor):
         self._unread_warned = set()
         """Run directories without a readable launch record whose run was found still
         running (:meth:`_held_unread`), as warned about."""
+        self._earlier_runs = {}
+        """By job id: the job's runs before the one being launched, as a launch record's
+        ``log_runs`` (:func:`_runs_of`), taken from the record of its previous run that the
+        launch deletes (:meth:`_clear_for`), until the new run's record holds them
+        (:meth:`_started`); :meth:`log_runs` reads them here while the job has no record (a
+        launch that failed after deleting it)."""
 
     # -- what a subclass says -----------------------------------------------------------------
 
@@ -278,6 +286,25 @@ class RunDirExecutor(Executor):
         """The size of the job's log file (0 before it exists; :meth:`_log_path`)."""
         return records.log_size(self._log_path(handle))
 
+    def log_runs(self, handle: Handle) -> list[RunStart]:
+        """Where each run of the job recorded here began in its log: the runs its last run's
+        launch record names (its own ``log_offset`` and the ``log_runs`` before it, at most
+        :data:`~danlu.executors.records.LOG_RUNS_KEPT` of those), oldest first; the ones
+        taken for a launch that failed since, when the record is gone. A start past the
+        log's end, or before an earlier run's (a log truncated since: its cap, a job that
+        opened it again with ``"w"``), is left out. :class:`UnknownHandleError` as
+        :meth:`logs` raises it."""
+        path = self._log_path(handle)
+        launch = self._read_launch(safe_child(self._runs, handle.job_id, follow=False))
+        runs = _runs_of(launch) if launch is not None else []
+        runs = runs or self._earlier_runs.get(handle.job_id, [])
+        size = records.log_size(path)
+        out: list[RunStart] = []
+        for attempt, offset, started_at in runs:
+            if offset <= size and (not out or offset >= out[-1].offset):
+                out.append(RunStart(int(attempt), int(offset), float(started_at)))
+        return out
+
     def _log_path(self, handle: Handle) -> Path:
         """Where the log of ``handle``'s job is: the log of all the job's runs
         (:meth:`_job_log`, never the path a run's record names), whichever run the attempt is
@@ -347,6 +374,7 @@ class RunDirExecutor(Executor):
             self._refuse_unreadable(run_dir, job_id, "discarding it")
         self._drop(run_dir, launch)
         self._log_elsewhere.pop(job_id, None)
+        self._earlier_runs.pop(job_id, None)
         # (the name alone: a link there, in the directory or out of it, is removed itself;
         # and the older part of a capped log: danlu.executors.logcap)
         for name in (f"{job_id}.log", f"{job_id}.log.1"):
@@ -397,6 +425,8 @@ class RunDirExecutor(Executor):
                 )
             if old is None and not run_dir.is_symlink():
                 self._refuse_unreadable(run_dir, job.job_id, "the launch")
+            if old is not None:  # where its runs began in the log, for the next record
+                self._earlier_runs[job.job_id] = _runs_of(old)
             self._drop(run_dir, old)
         elif run_dir.is_symlink():  # a link in the run directory's place: the job's doing
             run_dir.unlink()
@@ -438,7 +468,9 @@ class RunDirExecutor(Executor):
             raise
 
     def _started(self, run_dir: Path, record: dict[str, Any]) -> None:
-        """A run was launched from ``run_dir``: it is live."""
+        """A run was launched from ``run_dir``: it is live (and its record holds the runs
+        before it: :attr:`_earlier_runs`)."""
+        self._earlier_runs.pop(run_dir.name, None)
         if self._live is not None:
             self._live[run_dir] = record
 
@@ -547,11 +579,21 @@ class RunDirExecutor(Executor):
             "command": job.command,
             "log_path": str(log_path),
             "log_offset": offset,
+            # where the job's earlier runs began in the log (danlu logs tells them apart)
+            "log_runs": self._earlier_runs.get(job.job_id, [])[-records.LOG_RUNS_KEPT :],
             "cancel_grace": self._cancel_grace,
             "launched_at": self._clock(),
             "gpus": [[slot.node, slot.gpu] for slot in job.gpus],
             "shared": all(slot.memory is not None for slot in job.gpus),
         } | ({} if job.preempt_grace is None else {"preempt_grace": job.preempt_grace})
+
+
+def _runs_of(launch: Mapping[str, Any]) -> list[list[Any]]:
+    """The runs a launch record names, each ``[attempt, offset, started_at]``, oldest first:
+    the earlier ones it keeps (``log_runs``) and its own, the newest
+    :data:`~danlu.executors.records.LOG_RUNS_KEPT` plus one."""
+    own = [launch["attempt"], launch.get("log_offset", 0), launch["launched_at"]]
+    return [*launch.get("log_runs", ()), own]
 
 
 def exited(result: Mapping[str, Any], reason: StopReason | None) -> ExecStatus:

@@ -37,7 +37,9 @@ from danlu.server.routes.schemas import (
     EventOut,
     JobOut,
     JobPatch,
+    LogRunOut,
     MetricsIn,
+    SubmittedOut,
     WhyOut,
     event_out,
     job_out,
@@ -94,7 +96,10 @@ class SpecRoute(APIRoute):
 
 
 def submit_job(spec: JobSpec, user: Caller, state: State) -> dict[str, Any]:
-    """Validate and admit a job spec; 422 names the field of an invalid or unfittable spec."""
+    """Validate and admit a job spec; 422 names the field of an invalid or unfittable spec.
+    The reply is the new Job with the submission's ``notes`` (how ``gpu_memory: auto`` was
+    resolved, the model family inferred), the words ``POST /sweeps`` gives in its own, which
+    the job's ``pending_reason`` tells too."""
     _check_spec(spec)
     with state.db.read_session() as session:
         cluster = load_cluster(session)
@@ -117,8 +122,9 @@ def submit_job(spec: JobSpec, user: Caller, state: State) -> dict[str, Any]:
             max_unfinished=state.settings.max_jobs_per_user,
         )
         check_account(state.settings, job.user.account)  # DANLU_RUN_AS=user: its OS account
-        submission.add_notes(job, submission_notes(spec, estimate))
-        out = job_out(job)
+        notes = submission_notes(spec, estimate)
+        submission.add_notes(job, notes)
+        out = {**job_out(job), "notes": notes}
     if state.wake is not None:
         state.wake()
     return out
@@ -129,7 +135,7 @@ router.add_api_route(
     submit_job,
     methods=["POST"],
     status_code=201,
-    response_model=JobOut,
+    response_model=SubmittedOut,
     summary="Submit a job",
     route_class_override=SpecRoute,
 )
@@ -231,12 +237,14 @@ def cancel_job(job_id: str, user: Caller, state: State) -> dict[str, Any]:
 
 
 @router.post(
-    "/{job_id}/rerun", status_code=201, response_model=JobOut, summary="Submit a job again"
+    "/{job_id}/rerun", status_code=201, response_model=SubmittedOut, summary="Submit a job again"
 )
 def rerun_job(job_id: str, user: Caller, state: State) -> dict[str, Any]:
     """Submit a finished job's spec again as a new job (from the start, unless its spec
     names a ``checkpoint_dir`` with checkpoints in it), without its dependencies; its owner
-    stays the same. 409 for a job that has not finished."""
+    stays the same. 409 for a job that has not finished. The reply carries the new
+    submission's ``notes``, as ``POST /jobs``'s does (its ``gpu_memory: auto`` is resolved
+    again)."""
     checked_name(job_id, "job")
     with state.db.read_session() as session:
         spec = jobs.rerun_spec(jobs.get_job(session, job_id, user))
@@ -395,6 +403,24 @@ def job_logs(
         return StreamingResponse(stream, media_type="text/plain")
     data, next_offset = _read_log(state, run, offset, limit)
     return Response(data, media_type="text/plain", headers={"X-Danlu-Log-Offset": str(next_offset)})
+
+
+@router.get(
+    "/{job_id}/logs/runs",
+    response_model=list[LogRunOut],
+    summary="Where each run of a job begins in its log",
+)
+def job_log_runs(job_id: str, user: Caller, state: State) -> list[dict[str, Any]]:
+    """The job's runs that the executor still knows of (its records of them), oldest first,
+    each with the byte ``offset`` of the job's log (all its runs' output, appended) where its
+    output begins and when it was launched: ``danlu logs`` marks where each attempt begins
+    by them. Empty where the executor keeps no such record, or none of the job's runs."""
+    run = _run_of(state, job_id, user, logs=True)
+    try:
+        starts = state.executor.log_runs(run)  # the handle comes from the stored job's id
+    except UnknownHandleError:
+        return []
+    return [{"attempt": r.attempt, "offset": r.offset, "started_at": r.started_at} for r in starts]
 
 
 class MetricsRequest(Request):

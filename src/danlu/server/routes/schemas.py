@@ -108,6 +108,17 @@ class JobOut(BaseModel):
     spec: dict[str, Any]
 
 
+class SubmittedOut(JobOut):
+    """The reply of a submission (``POST /jobs``, ``POST /jobs/{id}/rerun``): the new Job
+    with what its submission tells."""
+
+    notes: list[str] = []
+    """What the submission tells of the job, one note an entry, in the words a sweep's
+    ``notes`` use (how ``gpu_memory: auto`` was resolved, or why it could not be: whole
+    GPUs; the model family inferred); also in its ``pending_reason``, as before. Empty when
+    nothing."""
+
+
 class EventOut(BaseModel):
     """One state change of a job."""
 
@@ -117,6 +128,16 @@ class EventOut(BaseModel):
     old: StateName | None
     new: StateName
     reason: str
+
+
+class LogRunOut(BaseModel):
+    """Where one run of a job begins in the job's log (``GET /jobs/{id}/logs/runs``)."""
+
+    attempt: int
+    offset: int
+    """The byte of the log where the run's output begins."""
+    started_at: float
+    """When the executor launched the run (POSIX seconds)."""
 
 
 class FeedEventOut(EventOut):

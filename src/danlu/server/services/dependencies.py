@@ -56,6 +56,9 @@ class Found:
     """Whether the job ever started (``started_at`` set)."""
     kind: str = "job"
     """``job``, or ``sweep`` / ``array`` for a sweep judged as a whole."""
+    ended: str = ""
+    """How a sweep ended, in words, when ``state`` (what its dependants judge) is not its own
+    state: ``DONE (task 1 FAILED)``, ``DONE (every task succeeded)``; empty for a job."""
 
 
 @dataclass(frozen=True)
@@ -98,8 +101,8 @@ def judge(dependencies: Sequence[Dependency], found: Mapping[str, Found]) -> Ver
             return Verdict(
                 None,
                 "",
-                f"the {job.kind} {dep.job} ({job.name}) it depends on ended {job.state.value} and "
-                f"will never {verb}",
+                f"the {job.kind} {dep.job} ({job.name}) it depends on ended "
+                f"{job.ended or job.state.value} and will never {verb}",
             )
         if outcome is None and waiting is None:
             waiting = (dep.job, f"waiting for {job.kind} {dep.job} ({job.name}) to {verb}")
@@ -232,29 +235,73 @@ def lookup_found(session: Session, ids: Iterable[str]) -> dict[str, Found]:
 _SWEEP_ENDS = {"CANCELLED": JobState.CANCELLED, "FAILED": JobState.FAILED}
 
 
+LISTED_TRIALS = 5
+"""How many of a DONE sweep's trials that did not succeed its dependants' reason names
+(:func:`_not_succeeded`); the rest are counted."""
+
+
 def _sweep_as_found(session: Session, sweep: Sweep) -> Found:
-    """A sweep judged as one job (see the module docstring): two one-row reads, whatever
-    the number of trials (every pass judges the jobs waiting on it)."""
+    """A sweep judged as one job (see the module docstring), with how it really ended
+    (``Found.ended``): one-row reads while it runs, and a few rows (its first trials that
+    did not succeed) once it is DONE, whatever the number of trials (every pass judges the
+    jobs waiting on it)."""
     trials = select(Job.seq).where(Job.sweep_id == sweep.id).limit(1)
     started = session.scalar(trials.where(Job.started_at.is_not(None))) is not None
+    kind = "array" if (sweep.spec or {}).get("array") else "sweep"
+    ended = ""
     if sweep.state == "RUNNING" or _trial_unfinished(session, trials):
         # a cancelled sweep's trials run on until their runs exit (checkpointing, on their
         # GPUs), as a cancelled job does: the sweep ends with the last of them
         state = JobState.RUNNING
     elif sweep.state == "DONE":
-        # a trial its early-stopping rule stopped ended as the sweep meant it to
-        stopped_early = and_(
-            Job.state == JobState.CANCELLED.value,
-            func.coalesce(Job.cancel_reason, "").like(f"{STOPPED_EARLY}%"),  # NULL: not the rule
-        )
-        bad = session.scalar(
-            trials.where(Job.state != JobState.SUCCEEDED.value).where(not_(stopped_early))
-        )
+        bad = _not_succeeded(session, sweep.id, "task" if kind == "array" else "trial")
         state = JobState.SUCCEEDED if bad is None else JobState.FAILED
+        if bad is None:
+            every = "task succeeded" if kind == "array" else "trial succeeded or stopped early"
+            bad = f"every {every}"
+        ended = f"DONE ({bad})"
     else:
         state = _SWEEP_ENDS.get(sweep.state, JobState.FAILED)
-    kind = "array" if (sweep.spec or {}).get("array") else "sweep"
-    return Found(sweep.name, state, started, kind)
+        ended = f"{sweep.state} ({sweep.reason})" if sweep.reason else sweep.state
+    return Found(sweep.name, state, started, kind, ended)
+
+
+def _not_succeeded(session: Session, sweep_id: str, noun: str) -> str | None:
+    """The trials of the DONE sweep ``sweep_id`` that did not succeed, in words by their
+    numbers and states (``tasks 0 and 3 FAILED, task 2 CANCELLED``: the first
+    :data:`LISTED_TRIALS` by number, then how many more), or None when every trial succeeded
+    or was stopped early by the sweep's rule (it ended as the sweep meant it to)."""
+    stopped_early = and_(
+        Job.state == JobState.CANCELLED.value,
+        func.coalesce(Job.cancel_reason, "").like(f"{STOPPED_EARLY}%"),  # NULL: not the rule
+    )
+    bad = (
+        select(Job.trial, Job.state)
+        .where(Job.sweep_id == sweep_id, Job.state != JobState.SUCCEEDED.value)
+        .where(not_(stopped_early))
+    )
+    listed = session.execute(bad.order_by(Job.trial, Job.seq).limit(LISTED_TRIALS + 1)).all()
+    if not listed:
+        return None
+    more = 0
+    if len(listed) > LISTED_TRIALS:
+        listed = listed[:LISTED_TRIALS]
+        total = session.scalar(select(func.count()).select_from(bad.subquery()))
+        more = int(total or 0) - LISTED_TRIALS
+    by_state: dict[str, list[str]] = {}
+    for trial, state in listed:
+        by_state.setdefault(state, []).append("?" if trial is None else str(trial))
+    parts = [
+        f"{noun}{'s' if len(numbers) > 1 else ''} {_and_list(numbers)} {state}"
+        for state, numbers in by_state.items()
+    ]
+    words = ", ".join(parts)
+    return f"{words}; {more} more did not succeed" if more else words
+
+
+def _and_list(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def _trial_unfinished(session: Session, trials: Select[int]) -> bool:

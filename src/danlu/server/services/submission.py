@@ -214,7 +214,9 @@ def queue(
 def add_notes(job: Job, notes: Sequence[str]) -> None:
     """Add what the submission tells of a new job (how its ``gpu_memory: auto`` was
     resolved, and the like) to its pending reason: after what it waits for first, which a
-    round does not rewrite, else in the reason of a job waiting for a round."""
+    round does not rewrite, else in the reason of a job waiting for a round. The reply of
+    ``POST /jobs`` gives them as they are too, in its ``notes``: the joined text does not
+    part back into them (a note may hold ``"; "``, or a parenthesis it does not close)."""
     if not notes:
         return
     told = "; ".join(notes)
