@@ -9,7 +9,7 @@ import pytest
 
 from danlu.core.cluster import Cluster, GpuType, Node, gpu_type
 from danlu.core.spec import parse_spec
-from danlu.core.units import GiB
+from danlu.core.units import GiB, format_bytes
 from danlu.estimate.memory import GPUS, predict
 from danlu.server.routes.estimation import (
     resolve_memory,
@@ -307,3 +307,20 @@ def test_an_elastic_auto_job_is_charged_at_its_fewest_gpus(
     estimate, micro = resolve_memory(_auto("2..4", global_batch_size=64), CLUSTER, 120.0)
     assert [(r.batch_sizes, r.data_parallel) for r in seen] == [((2, 8, 32), True)]
     assert estimate.gpu_memory is not None and micro == 32  # the batch it is charged for
+
+
+def test_the_note_of_an_estimated_memory_reads_as_a_size() -> None:
+    spec = parse_spec(
+        {
+            "name": "j",
+            "command": ["true"],
+            "resources": {"gpus": 1, "gpu_memory": "auto"},
+            "training": {"global_batch_size": 8, "model": "danlu.estimate.zoo:resnet_tiny"},
+        }
+    )
+    estimate, _ = resolve_memory(spec, CLUSTER, 120.0)
+    peak = estimate.gpu_memory
+    assert peak is not None
+    # the size as a person reads it first, then its exact bytes (it gave the bytes alone)
+    assert estimate.note == f"gpu_memory estimated at {format_bytes(peak)} ({peak} bytes) per GPU"
+    assert "MiB (" in estimate.note

@@ -18,6 +18,7 @@ from danlu.config import DEFAULT_TRACE_MODULES
 from danlu.core.cluster import Cluster
 from danlu.core.errors import SpecError
 from danlu.core.spec import AUTO_FAMILY, JobSpec, TrainingHints
+from danlu.core.units import format_bytes
 from danlu.core.values import controls_replaced, quoted
 from danlu.server.services.admission import canonical_gpu_types
 
@@ -269,7 +270,13 @@ def _gpu_memory_estimate(
     if traced is None:
         return Estimate(None, f"memory estimate {why}: using whole GPUs"), True
     value, family = traced
-    return Estimate(int(value), f"gpu_memory estimated at {value} bytes per GPU", family), True
+    return Estimate(int(value), _estimated_note(value), family), True
+
+
+def _estimated_note(peak: float) -> str:
+    """The submission's note of a ``gpu_memory: auto`` estimated at ``peak`` bytes per GPU:
+    the size as a person reads it, then its exact bytes (``14.2GiB (15246927872 bytes)``)."""
+    return f"gpu_memory estimated at {format_bytes(peak)} ({int(peak)} bytes) per GPU"
 
 
 def _trace_auto_batch(
@@ -430,7 +437,7 @@ def resolve_memory(
             estimate = Estimate(None, f"memory estimate {why or 'failed'}: using whole GPUs")
             limit = None
         else:
-            estimate = Estimate(int(peak), f"gpu_memory estimated at {peak} bytes per GPU", family)
+            estimate = Estimate(int(peak), _estimated_note(peak), family)
     model = spec.training.model
     if spec.training.family == AUTO_FAMILY and not traced and model:
         found, _ = _trace_auto_batch(spec, model, cluster, timeout, workers)
