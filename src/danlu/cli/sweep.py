@@ -16,6 +16,7 @@ from rich.text import Text
 
 from danlu.cli import jobs as common
 from danlu.cli.admin import TitledTable, show_data, titled_table
+from danlu.cli.job_views import JOB_ID_TEXT
 from danlu.cli.markup import after_state, as_text, note_lines
 from danlu.cli.options import (
     HomeOpt,
@@ -31,7 +32,7 @@ from danlu.cli.output import stdout_written
 from danlu.cli.reply_fields import SWEEP
 from danlu.cli.spec_flags import flag_error
 from danlu.client import Client
-from danlu.client.errors import InvalidRequestError
+from danlu.client.errors import InvalidRequestError, NotFoundError
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.state import TERMINAL_STATES
 from danlu.core.sweep import parse_sweep
@@ -164,7 +165,11 @@ def sweep_show(
     what its submission told of every trial (``note:`` lines), if anything."""
 
     def read(client: Client) -> tuple[dict[str, Any], str | None]:
-        shown = client.sweep(sweep)
+        try:
+            shown = client.sweep(sweep)
+        except NotFoundError as exc:  # a sweep's name given for its id: say where names are
+            hint = "" if JOB_ID_TEXT.fullmatch(sweep) else "; `danlu sweep ls` lists sweeps by name"
+            raise common.fail(f"{exc}{hint}") from None
         return shown, None if json_out else unreported_metric(client, shown)
 
     data, unreported = common.ask(home, url, token, read)
