@@ -234,7 +234,8 @@ with ctx:
 
 def test_out_of_memory_at_the_smallest_micro_batch_is_classified_as_oom(tmp_path: Path) -> None:
     """Before, the log ended with a plain ``ConfigError``: the executor recorded "failed
-    (exit code 1)" instead of "out of memory"."""
+    (exit code 1)" instead of "out of memory". It is the guard's verdict that the job cannot
+    fit its memory (``Outcome.CANNOT_FIT``: no restart), not an OOM a restart may get past."""
     script = tmp_path / "floor.py"
     script.write_text(_FLOOR_SCRIPT)
     path = os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])
@@ -244,10 +245,10 @@ def test_out_of_memory_at_the_smallest_micro_batch_is_classified_as_oom(tmp_path
     )
     tail = (done.stdout + done.stderr)[-4000:]
     assert done.returncode == 1, tail
-    assert classify_exit(done.returncode, tail, None) is Outcome.OOM, tail
+    assert classify_exit(done.returncode, tail, None) is Outcome.CANNOT_FIT, tail
     last = tail.strip().splitlines()[-1]
     assert "out of memory even at micro-batch 1" in last  # which micro-batch
-    assert "DANLU_GPU_MEMORY_LIMIT" in last  # and what to do
+    assert "resources.gpu_memory" in last and "DANLU_GPU_MEMORY_LIMIT" in last  # what to do
 
 
 def test_the_floor_error_is_a_config_error_caused_by_the_oom() -> None:

@@ -10,8 +10,10 @@ Optional capabilities are separate base classes, checked with ``isinstance``:
 (several jobs on one GPU, each capped to its memory share).
 
 Exit classification (:func:`classify_exit`): 0 is SUCCEEDED; :data:`PREEMPTED_EXIT_CODE` (75,
-the code ``danlu.train`` exits with after checkpointing on SIGTERM) is PREEMPTED; a CUDA or
-host out-of-memory error recognised in the log tail is OOM; anything else is FAILED.
+the code ``danlu.train`` exits with after checkpointing on SIGTERM) is PREEMPTED; ``danlu.train``'s
+verdict that the job cannot fit its memory even at the smallest micro-batch, recognised in the
+log tail, is CANNOT_FIT; a CUDA or host out-of-memory error recognised there is OOM; anything
+else is FAILED.
 """
 
 from __future__ import annotations
@@ -46,6 +48,14 @@ _CUDA_OOM = re.compile(
     r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED"
 )
 _HOST_OOM = re.compile(r"out of memory|MemoryError|oom[-_ ]kill|Killed process", re.IGNORECASE)
+CANNOT_FIT_MARK = re.compile(r"MicroBatchOutOfMemoryError: out of memory even at micro-batch \d+")
+"""``danlu.train``'s verdict that the job cannot fit its memory: the last line of the
+traceback of :class:`danlu.train.batch.MicroBatchOutOfMemoryError` (its name and the start of
+its message are a contract), which its OOM guard raises when even the smallest micro-batch ran
+out of memory. The traceback is in the job's log wherever it ran (the local executor's file, a
+Slurm batch job's output, a Ray actor's output), also when torchrun started it (its agent
+exits 1, whatever its workers' codes, but their output goes to the same log): so the log, not
+an exit code, carries it."""
 # torchrun's agent stopped by the SIGTERM a preemption sends the job's process group: it
 # passes the signal to its workers (which checkpoint and exit 75), then exits 1 with this
 _LAUNCHER_TERMINATED = re.compile(
@@ -117,6 +127,12 @@ class Outcome(enum.Enum):
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
     OOM = "OOM"
+    CANNOT_FIT = "CANNOT_FIT"
+    """Out of memory even at the smallest micro-batch, as ``danlu.train``'s OOM guard found
+    (:data:`CANNOT_FIT_MARK`): a run with the same memory fails the same way, so the control
+    plane ends the job FAILED at once instead of restarting it. An out-of-memory error with
+    no such verdict (a script without ``danlu.train``, an OOM the guard cannot retry) is
+    :attr:`OOM`."""
     PREEMPTED = "PREEMPTED"
 
 
@@ -525,10 +541,11 @@ def classify_exit(
     0 -> SUCCEEDED; 75 -> PREEMPTED; a run killed after a preemption request (its exit
     status one of a death by signal, :func:`exit_signal`; not 255) -> PREEMPTED,
     and so is one whose launcher ended on the request's SIGTERM (torchrun's agent exits 1
-    with a ``SignalException`` after its workers checkpointed); torch's ``OutOfMemoryError``
-    / "CUDA out of memory" in the log tail, or exit status 137 with an out-of-memory marker
-    there (the kernel OOM killer, a MemoryError) -> OOM; anything else (including an
-    unknown exit code) -> FAILED.
+    with a ``SignalException`` after its workers checkpointed); ``danlu.train``'s verdict
+    that even the smallest micro-batch ran out of memory in the log tail
+    (:data:`CANNOT_FIT_MARK`) -> CANNOT_FIT; torch's ``OutOfMemoryError`` / "CUDA out of
+    memory" there, or exit status 137 with an out-of-memory marker there (the kernel OOM
+    killer, a MemoryError) -> OOM; anything else (including an unknown exit code) -> FAILED.
     """
     if exit_code == 0:
         return Outcome.SUCCEEDED
@@ -540,6 +557,8 @@ def classify_exit(
         and (exit_signal(exit_code) is not None or _LAUNCHER_TERMINATED.search(log_tail))
     ):
         return Outcome.PREEMPTED
+    if CANNOT_FIT_MARK.search(log_tail):
+        return Outcome.CANNOT_FIT
     if _CUDA_OOM.search(log_tail):
         return Outcome.OOM
     if exit_code == KILLED_EXIT_CODE and _HOST_OOM.search(log_tail):

@@ -38,7 +38,13 @@ from danlu.executors.base import (
 )
 from danlu.executors.errors import ExecutorError, JobAlreadyRunningError, UnknownHandleError
 
-_EXIT_CODES = {Outcome.SUCCEEDED: 0, Outcome.FAILED: 1, Outcome.OOM: 1, Outcome.PREEMPTED: 75}
+_EXIT_CODES = {
+    Outcome.SUCCEEDED: 0,
+    Outcome.FAILED: 1,
+    Outcome.OOM: 1,
+    Outcome.CANNOT_FIT: 1,
+    Outcome.PREEMPTED: 75,
+}
 
 
 class ManualClock:

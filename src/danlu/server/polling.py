@@ -32,6 +32,7 @@ from danlu.server.run_exits import (
     RunGpus,
     StopKind,
     describe_exit,
+    memory_note,
     ran_until,
     run_gpus,
     stop_of,
@@ -44,6 +45,10 @@ from danlu.server.services.view import lost_gpus
 
 if TYPE_CHECKING:
     from danlu.server.reconcile import RoundReport
+
+FAILURES = frozenset({Outcome.FAILED, Outcome.OOM, Outcome.CANNOT_FIT})
+"""The outcomes of a run that failed by the job's doing: a restart counted (or, for
+:attr:`~danlu.executors.Outcome.CANNOT_FIT`, the job FAILED at once)."""
 
 UNSTARTED_RUNS_LIMIT = 10
 """The most re-queues of one job for runs its nodes could not launch or start for their own
@@ -252,26 +257,37 @@ class PollStep(LaunchStep):
         that exited 75 on its own (a SIGTERM from outside danlu) resumes as a preempted one
         does, unless the job made no progress since its previous such exit: then it counts
         as a failure (:func:`~danlu.server.failures.judge_unasked_exit_75`). One that failed
-        while being preempted counts as a failure too. Its GPUs are charged up to its exit
+        while being preempted counts as a failure too. One that ran out of memory even at
+        its smallest micro-batch (:attr:`~danlu.executors.Outcome.CANNOT_FIT`) ends the job
+        FAILED at once, no restart spent, its reason naming the memory it had and what to
+        ask for (:func:`~danlu.server.run_exits.memory_note`); another out-of-memory exit
+        is a failure, its reason naming the memory, which a restart gets again. Its GPUs
+        are charged up to its exit
         (:func:`ran_until`). One that could not start on nodes of its own for the nodes'
         reasons (:attr:`ExecStatus.start_failed_on`) is a launch that failed there
         (:meth:`_requeue_unstarted`): no restart counted."""
         if status is not None and status.start_failed_on and not moved:
             self._requeue_unstarted(job_id, attempt, status, t, report)
             return
-        succeeded, code, reason = describe_exit(status)
+        succeeded, code, said = describe_exit(status)
+        after = ""  # what the reason says after the exit and the memory the run had
         if blamed is not None:
-            reason = f"{reason}; on a GPU the health check finds faulty: {blamed}"
+            after = f"; on a GPU the health check finds faulty: {blamed}"
         if moved:
-            reason = f"{reason} (the run it was moved from, while it stopped)"
+            after = f"{after} (the run it was moved from, while it stopped)"
         lost = "gpu" if blamed is not None else "node" if status and status.node_lost else None
         preempted = status is not None and status.outcome is Outcome.PREEMPTED
-        failed = status is not None and status.outcome in (Outcome.FAILED, Outcome.OOM)
+        failed = status is not None and status.outcome in FAILURES
+        # out of memory even at the smallest micro-batch: a restart with the same memory
+        # fails the same way (a run lost with its node or its faulty GPU resumes as ever)
+        final = status is not None and status.outcome is Outcome.CANNOT_FIT and lost is None
         try:
             with self.db.session() as session:
                 job = self._held(session, job_id, attempt)
                 if job is None:
                     return
+                note = memory_note(status, job, job.allocation) if lost is None else ""
+                reason = f"{said}{note}{after}"
                 never = not ran and jobs.waits_for_launch(job)
                 until = job.last_start if never else ran_until(status, job.last_start, t)
                 if unasked_75(status, job):
@@ -289,6 +305,7 @@ class PollStep(LaunchStep):
                     failed=failed,
                     now=t,
                     ran_until=until,
+                    final=final,
                 )
             report.settled.append(job_id)
             if lost is not None and self.metrics is not None and not succeeded:

@@ -5,8 +5,9 @@ One pass (:meth:`Reconciler.run_once`), under the ``scheduler`` lease:
 1. **poll** every RUNNING / PREEMPTING job's run (row locks with this loop's token; process
    I/O outside any transaction): settle exits (:func:`jobs.settle_exit`: SUCCEEDED, PREEMPTED
    -> PENDING to resume from its checkpoint, FAILED / OOM -> RESTARTING -> PENDING with
-   backoff or FAILED after ``max_restarts``, CANCELLED when cancellation was requested
-   before the run exited),
+   backoff or FAILED after ``max_restarts``, CANNOT_FIT (out of memory even at the smallest
+   micro-batch) -> FAILED at once, CANCELLED when cancellation was requested before the
+   run exited),
    deliver cancellations and preemptions not yet delivered, and collect jobs recorded as
    started but never launched (a crash between the scheduling transaction and the launch;
    a run whose launch the executor took and that it no longer knows is a failure instead:

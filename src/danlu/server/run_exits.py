@@ -1,5 +1,6 @@
 """How the reconcile loop reads a run's exit and a job's stop: what an exit says
-(:func:`describe_exit`), whether it is an exit 75 danlu did not ask for
+(:func:`describe_exit`, and for an out-of-memory exit the memory the run had:
+:func:`memory_note`), whether it is an exit 75 danlu did not ask for
 (:func:`unasked_75`), how a job whose cancellation was requested is stopped
 (:class:`StopKind`), and up to when an exited run's GPUs are charged (:func:`ran_until`)."""
 
@@ -8,11 +9,16 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.state import JobState
+from danlu.core.units import format_bytes
 from danlu.core.values import controls_replaced
 from danlu.executors import ExecStatus, Outcome, RunState, StopReason
 from danlu.server.db import Job
 from danlu.server.services import jobs
+
+AllocationRows = list[dict[str, Any]] | None
+"""A job's allocation as its row stores it: ``[{"node", "gpu", "milli", "memory"}, ...]``."""
 
 
 def storable(message: str) -> str:
@@ -44,11 +50,75 @@ def describe_exit(status: ExecStatus | None) -> tuple[bool, int | None, str]:
         if status.checkpointed:
             return False, code, "checkpointed and exited after preemption; re-queued to resume"
         return False, code, f"stopped for preemption ({how}); re-queued"
+    if status.outcome is Outcome.CANNOT_FIT:
+        return False, code, f"{CANNOT_FIT} ({how})"
     if status.outcome is Outcome.OOM:
         return False, code, f"out of memory ({how})"
     if status.stop_reason is StopReason.CANCEL:
         return False, code, f"stopped ({how})"
     return False, code, f"failed ({how})"
+
+
+CANNOT_FIT = (
+    "cannot fit its GPU memory: danlu.train ran out of memory even at its smallest micro-batch"
+)
+"""How the reason of a run that ended :attr:`~danlu.executors.Outcome.CANNOT_FIT` begins."""
+NO_RESTART = "ended with no restart: a restart with the same memory fails the same way"
+"""What the reason of a job ended FAILED for a run that cannot fit says of its restarts."""
+
+
+def memory_note(status: ExecStatus | None, job: Job, allocation: AllocationRows) -> str:
+    """What the reason of an out-of-memory exit adds (empty for any other exit): the GPU
+    memory the run had, from its ``allocation`` (the job row's, :data:`AllocationRows`; not
+    named when it is not known) and the job's request (``gpu_memory_per_gpu``); for a
+    run that cannot fit (:attr:`~danlu.executors.Outcome.CANNOT_FIT`) what to ask for instead
+    (a share: a larger ``resources.gpu_memory``, whole GPUs or a GPU type with more memory;
+    whole GPUs: a GPU type with more memory) and that no restart is spent; for another
+    out-of-memory exit that a restart gets the same memory (a job's request is not grown
+    behind its back: the memory it asked for is what its quota, its placement and its
+    neighbours on a shared GPU were sized by)."""
+    if status is None or status.outcome not in (Outcome.OOM, Outcome.CANNOT_FIT):
+        return ""
+    had = memory_had(allocation, job.gpu_memory_per_gpu)
+    if status.outcome is Outcome.OOM:
+        return f"; it had {had[0]}, which a restart gets again" if had else ""
+    less = "or make it need less (mixed precision, activation checkpointing, sharded training)"
+    if had is None:
+        fix = f"give it more GPU memory (resources.gpu_memory, or whole GPUs) {less}"
+        return f"; {fix}; {NO_RESTART}"
+    words, shared = had
+    if shared:
+        fix = (
+            "submit it again asking for more memory (a larger resources.gpu_memory or "
+            "gpu_fraction, whole GPUs by leaving both out, or GPUs with more memory: "
+            f"resources.gpu_type) {less}"
+        )
+    else:
+        fix = f"submit it again on GPUs with more memory (resources.gpu_type) {less}"
+    return f"; it had {words}: {fix}; {NO_RESTART}"
+
+
+def memory_had(allocation: AllocationRows, gpu_memory: int | None) -> tuple[str, bool] | None:
+    """The GPU memory of a run's ``allocation`` in words (``a 20.0GiB share of 1 GPU``,
+    ``2 whole GPUs of 80.0GiB``), and whether it was a share (memory capped below its GPUs':
+    the job asked for ``gpu_memory``, or for a fraction of a GPU); None without an
+    allocation. The smallest GPU's memory is named: it is the one that ran out first."""
+    rows = [r for r in allocation or () if isinstance(r, dict)]
+    try:
+        memory = min(int(r["memory"]) for r in rows)
+        milli = min(int(r.get("milli", MILLI_PER_GPU)) for r in rows)
+    except (KeyError, TypeError, ValueError):  # no rows, or a damaged one: nothing to say
+        return None
+    gpus = len({(str(r.get("node")), r.get("gpu")) for r in rows})
+    size = format_bytes(memory)
+    if gpu_memory or milli < MILLI_PER_GPU:
+        each = "1 GPU" if gpus == 1 else f"each of its {gpus} GPUs"
+        return f"a {size} share of {each}", True
+    if gpus == 1:
+        return f"1 whole GPU of {size}", False
+    if len({int(r["memory"]) for r in rows}) > 1:
+        return f"{gpus} whole GPUs, the smallest of {size}", False
+    return f"{gpus} whole GPUs of {size}", False
 
 
 def unasked_75(status: ExecStatus | None, job: Job) -> bool:
@@ -97,7 +167,7 @@ def ran_until(status: ExecStatus | None, last_start: float | None, t: float) -> 
     return end
 
 
-RunGpus = tuple[list[dict[str, Any]] | None, float]
+RunGpus = tuple[AllocationRows, float]
 """A run's allocation as the job row stores it, and when the run started."""
 
 

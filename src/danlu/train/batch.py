@@ -28,11 +28,17 @@ _SIZES = frozenset(("global_batch", "world_size", "micro"))
 
 
 class MicroBatchOutOfMemoryError(ConfigError):
-    """Out of memory at the smallest micro-batch: OOM recovery cannot halve it further.
+    """Out of memory at the smallest micro-batch: OOM recovery cannot halve it further, and
+    the job cannot fit the memory it has (a restart with the same memory fails the same way).
 
-    Raised from the out-of-memory error itself (``raise ... from``). Its name is part of the
-    contract: the executors classify a run whose log tail holds ``OutOfMemoryError`` as out of
-    memory (``danlu.executors.base.classify_exit``), not as a generic failure."""
+    Raised from the out-of-memory error itself (``raise ... from``). Its name and the start of
+    its message (``out of memory even at micro-batch N``) are part of the contract: the last
+    line of its traceback in the job's log (:data:`danlu.executors.base.CANNOT_FIT_MARK`) is
+    how the executors tell this verdict (``Outcome.CANNOT_FIT``) from another out-of-memory
+    error (``OutOfMemoryError`` alone: ``Outcome.OOM``), and the control plane ends such a job
+    FAILED after this one run, with no restart spent, instead of restarting it with the same
+    memory until its ``max_restarts`` run out. A script that catches it and exits in another
+    way leaves no verdict: its run is an ordinary failure, restarted."""
 
 
 def micro_batch_count(samples: int, micro: int, least: int = 1) -> int:
@@ -124,9 +130,11 @@ class BatchController:
         if self.micro <= self.min_micro:
             raise MicroBatchOutOfMemoryError(
                 f"out of memory even at micro-batch {self.micro}, the smallest the OOM "
-                "recovery halves to: the model does not fit this GPU's memory limit. Raise "
-                "DANLU_GPU_MEMORY_LIMIT or use a GPU with more memory, or shrink the model's "
-                "memory (mixed precision, activation checkpointing, sharded training)"
+                "recovery halves to: the model does not fit this GPU's memory limit. Give "
+                "the job more GPU memory (on a danlu cluster a larger resources.gpu_memory, "
+                "whole GPUs or a GPU type with more memory; elsewhere a higher "
+                "DANLU_GPU_MEMORY_LIMIT or a larger GPU), or shrink the model's memory "
+                "(mixed precision, activation checkpointing, sharded training)"
             ) from cause
         self.micro = max(self.min_micro, self.micro // 2)
         self.micro_cap = self.micro

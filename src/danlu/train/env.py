@@ -44,6 +44,14 @@ again later") is the code a job exits with after it received SIGTERM, wrote a ch
 next step boundary and stopped cleanly. The executor re-queues a job that exits with it; any
 other non-zero code is a failure. 75 rather than 143 (= 128 + SIGTERM) because 143 is also what
 a shell reports for a process that was killed by SIGTERM *without* checkpointing.
+
+A job that cannot fit its memory has no exit code of its own: when even the smallest
+micro-batch runs out of memory, the OOM guard raises
+:class:`~danlu.train.batch.MicroBatchOutOfMemoryError`, and the last line of its traceback in
+the job's log (``MicroBatchOutOfMemoryError: out of memory even at micro-batch N``) is the
+verdict the executors read (``danlu.executors.base.CANNOT_FIT_MARK``); the control plane then
+ends the job FAILED at once, with no restart. The log carries it on every executor (local,
+Slurm, Ray), and through torchrun, whose agent exits 1 whatever its workers exited with.
 """
 
 from __future__ import annotations

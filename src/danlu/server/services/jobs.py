@@ -550,6 +550,7 @@ def settle_exit(
     failed: bool = False,
     now: float | None = None,
     ran_until: float | None = None,
+    final: bool = False,
 ) -> list[JobEvent]:
     """Record the exit of a RUNNING / PREEMPTING job's process: CANCELLED if cancellation
     was requested, SUCCEEDED (also when it finished while being preempted), re-queued if it
@@ -559,8 +560,10 @@ def settle_exit(
     checkpoint, a preemption counted, no restart; or after a failure RESTARTING -> PENDING
     with backoff while ``restarts < max_restarts``, else FAILED; ``failed``: the run failed
     (a crash, an OOM), which counts also while being preempted (PREEMPTING -> PENDING with a
-    restart counted and backoff, or FAILED). The run's GPUs are charged
-    up to ``ran_until`` (when it exited, if before ``now``, on the control plane's clock:
+    restart counted and backoff, or FAILED); ``final``: the run failed in a way any restart
+    would repeat (it cannot fit its memory), FAILED at once, no restart spent (while being
+    preempted too). The run's GPUs are charged up to ``ran_until`` (when it exited, if before
+    ``now``, on the control plane's clock:
     :func:`~danlu.server.reconcile.ran_until`); a run that succeeded before the job's
     cancellation was requested ends it SUCCEEDED (the request came too late). The run's
     token (``DANLU_TOKEN``) is revoked: an ended run reports nothing more (a next run gets
@@ -592,6 +595,8 @@ def settle_exit(
         ]
     if succeeded:
         return [ends(JobState.SUCCEEDED, reason)]
+    if final:
+        return [ends(JobState.FAILED, reason)]
     if job.restarts < job_spec(job).max_restarts and stopping:  # no edge to RESTARTING
         job.restarts += 1
         delay = restart_backoff(job.restarts, RESTART_BACKOFF_SECONDS)
