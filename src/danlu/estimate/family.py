@@ -11,7 +11,9 @@ first match wins:
 
 1. a recurrent layer (``LSTM``, ``GRU``, ``RNN`` or their cells): ``lstm``;
 2. an attention layer (a module whose class name contains ``Attention``, or PyTorch's
-   ``Transformer*Layer``): ``transformer``;
+   ``Transformer*Layer``), or a step that calls ``F.scaled_dot_product_attention`` (a
+   model's own ``Attn`` or ``SelfAttn`` module: hand-written GPTs were none of the
+   families): ``transformer``;
 3. transposed convolutions (generators) beside convolutions: ``gan``;
 4. convolutions holding at least :data:`CONV_SHARE` of the parameters: ``cnn-large`` when a
    sample's activations take at least :data:`LARGE_CNN_ACTIVATIONS` bytes (ImageNet-sized
@@ -57,6 +59,8 @@ class ModelSummary:
     parameters: Mapping[str, int] = field(default_factory=dict)
     """Class name -> parameters (elements) its modules hold directly."""
     activation_bytes_per_sample: float = 0.0
+    attention_calls: int = 0
+    """Calls of torch's ``scaled_dot_product_attention`` in the traced steps."""
 
 
 def infer_family(summary: ModelSummary) -> str | None:
@@ -64,7 +68,11 @@ def infer_family(summary: ModelSummary) -> str | None:
     modules = summary.modules
     if _has(modules, _RECURRENT):
         return "lstm"
-    if _has(modules, _TRANSFORMER_LAYERS) or any("Attention" in name for name in modules):
+    if (
+        _has(modules, _TRANSFORMER_LAYERS)
+        or any("Attention" in name for name in modules)
+        or summary.attention_calls > 0
+    ):
         return "transformer"
     total = sum(summary.parameters.values())
     conv = _held(summary.parameters, _CONV)

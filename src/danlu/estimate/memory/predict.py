@@ -178,11 +178,14 @@ def out_of_memory_warning(gpu: GpuSpec, peak_bytes: int, limit_source: str | Non
 
 
 def summarize(tr: StepTrace) -> ModelSummary:
-    """The traced model's layers, and the activation bytes one sample keeps: the peak of
-    the forward and backward passes above what the step starts with, over the batch."""
+    """The traced model's layers, the activation bytes one sample keeps (the peak of the
+    forward and backward passes above what the step starts with, over the batch) and its
+    calls of torch's fused attention."""
     passes = tr.phase_peaks.get("passes", tr.peak_logical_bytes)
     per_sample = max(passes - tr.step_start_bytes, 0) / max(tr.batch_size, 1)
-    return ModelSummary(dict(tr.modules), dict(tr.module_parameters), per_sample)
+    return ModelSummary(
+        dict(tr.modules), dict(tr.module_parameters), per_sample, tr.attention_calls
+    )
 
 
 def synthesize(a: StepTrace, b: StepTrace, batch_size: int) -> StepTrace | None:

@@ -137,7 +137,7 @@ def build(factory: Callable[[], Any], model_ref: str) -> tuple[torch.nn.Module, 
         raise SpecError(
             "MODEL_REF",
             f"{model_ref} must return (model, make_batch, loss_fn) with an nn.Module first "
-            f"and two functions; it returned {_returned(out)}",
+            f"and two functions; it returned {_returned(out)}{_several_models_hint(out)}",
         )
     # the step calls them so: a mismatch failed inside the trace with a bare TypeError
     _check_arguments(out[1], (1,), "make_batch(b)", "one argument, the batch size", model_ref)
@@ -170,6 +170,25 @@ def _returned(out: Any) -> str:
     return f"a {type(out).__name__}"
 
 
+def _several_models_hint(out: Any) -> str:
+    """How to return several models (a GAN's generator and discriminator) where the factory
+    returned them in a tuple, list or dict as its first item (``""`` otherwise): the refusal
+    said what it got but not how to give the step more than one model."""
+    first = out[0] if isinstance(out, tuple | list) and out else None
+    models = list(first.values()) if isinstance(first, Mapping) else first
+    if not (
+        isinstance(models, tuple | list)
+        and models
+        and all(isinstance(m, torch.nn.Module) for m in models)
+    ):
+        return ""
+    return (
+        "; hold several models (a GAN's generator and discriminator) in one module, e.g. "
+        "nn.ModuleDict({'g': g, 'd': d}), which loss_fn gets as its model (model['g']): "
+        "the one --optimizer is built over all their trainable parameters"
+    )
+
+
 def make_optimizer(
     name: str, model: torch.nn.Module, foreach: bool | None
 ) -> torch.optim.Optimizer:
@@ -187,6 +206,8 @@ def make_optimizer(
                 "class whose step() needs no closure (LBFGS does)",
             )
         cls_name, kwargs = matches[0], {}
+    if cls_name in UNTRACEABLE_OPTIMIZERS:
+        raise SpecError("--optimizer", UNTRACEABLE_OPTIMIZERS[cls_name])
     cls = getattr(torch.optim, cls_name)
     kwargs = dict(kwargs)
     if foreach is not None and "foreach" in inspect.signature(cls).parameters:
@@ -197,6 +218,19 @@ def make_optimizer(
         raise SpecError(
             "--optimizer", f"torch.optim.{cls_name} cannot be built with its defaults: {exc}"
         ) from None
+
+
+UNTRACEABLE_OPTIMIZERS: dict[str, str] = {
+    "SparseAdam": (
+        "torch.optim.SparseAdam updates sparse gradients only (an nn.Embedding with "
+        "sparse=True), which the tracer cannot size: their size depends on the values; give "
+        "--optimizer adam, whose state is the same two parameter-sized moments, and trace "
+        "the model with sparse=False (an upper bound of the sparse gradients)"
+    ),
+}
+"""``torch.optim`` optimizers the tracer cannot step, by class name, with the refusal that
+names the one to estimate with instead: SparseAdam's step failed the trace with torch's
+"SparseAdam does not support dense gradients" and a traceback."""
 
 
 def _steps_alone(attr: str) -> bool:

@@ -133,7 +133,9 @@ class StepTrace:
     attention backward's accumulators), applied by the allocator model per GPU type.
     ``host_ids`` are storages that live in host memory on a GPU (optimizer step counters).
     ``modules`` counts the model's modules by class name and ``module_parameters`` the
-    parameters each class holds directly (what :mod:`danlu.estimate.family` reads).
+    parameters each class holds directly, ``attention_calls`` the calls of torch's
+    ``scaled_dot_product_attention`` in the traced steps (what :mod:`danlu.estimate.family`
+    reads).
     """
 
     batch_size: int
@@ -151,6 +153,7 @@ class StepTrace:
     window_live: list[int] = field(default_factory=list)
     modules: dict[str, int] = field(default_factory=dict)
     module_parameters: dict[str, int] = field(default_factory=dict)
+    attention_calls: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""

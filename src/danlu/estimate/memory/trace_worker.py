@@ -29,7 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from danlu.core.errors import DanluError, SpecError
-from danlu.estimate.memory import kernels, steps, user_program
+from danlu.estimate.memory import fused_kernels, kernels, steps, user_program
 from danlu.estimate.memory.trace_result import (
     DDP_BUCKETS,
     LoneSampleError,
@@ -65,6 +65,29 @@ class SparseTensorMade(DanluError):
     def __init__(self, op: str) -> None:
         super().__init__(op)
         self.op = op
+
+
+OPTIMIZER_PHASES = frozenset({"optimizer", "measured_optimizer"})
+"""The tracker's phases of the optimizer's step (warm-up and measured)."""
+
+
+def stand_in_scalar(t: torch.Tensor) -> complex | float | int | bool:
+    """The value a fake one-element tensor's ``.item()`` reads as in the optimizer's step:
+    one, of the tensor's kind.
+
+    Fake tensors have no values, and some ``torch.optim`` optimizers read a few scalars in
+    ``step()``: Adafactor the norms of each parameter and of its update (``.item()``), ASGD
+    its ``eta`` and ``mu``. They scale the update but size no tensor, so the step's
+    allocations are the same whatever is read; the trace failed instead, blaming the model
+    ("MODEL_REF reads the values of a tensor"). One is ASGD's ``mu`` for its first million
+    steps, the branch it takes then."""
+    if t.dtype == torch.bool:
+        return True
+    if t.dtype.is_complex:
+        return complex(1.0)
+    if t.dtype.is_floating_point:
+        return 1.0
+    return 1
 
 
 class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
@@ -128,6 +151,12 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         name = kernels.op_name(func)
+        if name == "_local_scalar_dense" and self.phase in OPTIMIZER_PHASES:
+            # a value the optimizer's step reads (the model's own reads stay refused)
+            try:
+                return func(*args, **kwargs)
+            except DataDependentOutputException:
+                return stand_in_scalar(args[0])
         out = func(*args, **kwargs)
         workspace = 0
         site = None
@@ -158,6 +187,18 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
 
 
 def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
+    """The trace of ``req`` at ``batch_size``."""
+    fused = fused_kernels.FusedKernelWatch(fused=req.target == "cuda")
+    # watching before the user's module is imported (by the first trace): the names it
+    # imports from torch.nn.functional (`from torch.nn.functional import dropout`) are
+    # routed through the watch too
+    with fused.watching():
+        return _trace_watched(req, batch_size, fused)
+
+
+def _trace_watched(
+    req: TraceRequest, batch_size: int, fused: fused_kernels.FusedKernelWatch
+) -> StepTrace:
     t0 = time.perf_counter()
     factory = steps.load_factory(req.model_ref, req.sys_path)
     foreach = True if req.target == "cuda" else None
@@ -170,6 +211,7 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
         autocasts.watching(),
         FakeTensorMode(allow_non_fake_inputs=False) as mode,
     ):
+        _copies_keep_mode(mode)
         tracker = StorageTracker(req.target, req.probe_limit_bytes)
         with tracker:
             model, make_batch, loss_fn = _build(factory, req.model_ref, mode)
@@ -272,6 +314,7 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
         },
         modules=modules,
         module_parameters=module_parameters,
+        attention_calls=fused.attention_calls,
     )
 
 
@@ -424,6 +467,19 @@ def _build(
             "a parameter: build the model in its final dtype and device (e.g. "
             "nn.Linear(..., dtype=torch.float16)), or convert it before taking the weakrefs",
         ) from None
+
+
+def _copies_keep_mode(mode: FakeTensorMode) -> None:
+    """Make ``copy.deepcopy`` of a fake tensor of ``mode`` a fake tensor of ``mode``.
+
+    ``Tensor.__deepcopy__`` deep-copies a tensor's ``__dict__``, and a fake tensor's holds
+    its fake mode: the copy belonged to a new mode, and the first op mixing it with the
+    model's other tensors failed with torch's "AssertionError: Mixing fake modes NYI". No
+    model that copies a layer as it is built could be traced: ``nn.TransformerEncoder`` and
+    ``nn.TransformerDecoder`` (each clones its layer ``num_layers`` times), an EMA copy. The
+    mode is the trace's context, not the tensor's data: each copy keeps the one mode (on this
+    trace's mode only; ``copy.deepcopy`` looks ``__deepcopy__`` up on the instance)."""
+    mode.__deepcopy__ = lambda memo: mode  # type: ignore[attr-defined]
 
 
 def _check_meta(model: torch.nn.Module, batch: Any, model_ref: str) -> None:
