@@ -78,7 +78,11 @@ filesystem the nodes share, as Slurm clusters' home directories are.
   the first is the run's and the others are cancelled (:meth:`SlurmExecutor._unconfirmed`).
 - **Nodes.** A launch onto a node Slurm reports down, drained or failing raises
   :class:`~danlu.executors.errors.NodeLaunchError`, which the control plane counts against
-  the node (and cordons it after a few).
+  the node (and cordons it after a few). While Slurm reports the partition itself ``DOWN``,
+  ``DRAIN`` or ``INACTIVE``, every node of it is closed (:meth:`SlurmExecutor.closed_nodes`),
+  and an ``sbatch`` Slurm refuses for it is a :class:`~danlu.executors.errors.NodeLaunchError`
+  of no node (:func:`~danlu.executors.slurm_batch.refused`): the job waits, no restart
+  counted.
 """
 
 from __future__ import annotations
@@ -120,14 +124,19 @@ from danlu.executors.base import (
 )
 from danlu.executors.errors import (
     ExecutorError,
-    LaunchError,
     NodeLaunchError,
 )
 from danlu.executors.records import save_launch
 from danlu.executors.rundirs import DEFAULT_PREEMPT_GRACE, RunDirExecutor
 from danlu.executors.slurm_batch import BATCH as BATCH
 from danlu.executors.slurm_batch import TASK_SCRIPT as TASK_SCRIPT
-from danlu.executors.slurm_batch import batch_script, sbatch_options, unsent, unsubmitted
+from danlu.executors.slurm_batch import (
+    batch_script,
+    refused,
+    sbatch_options,
+    unsent,
+    unsubmitted,
+)
 from danlu.executors.slurm_batch import slurm_pattern as slurm_pattern
 from danlu.executors.slurm_exits import node_exits
 from danlu.executors.slurm_names import run_name
@@ -243,6 +252,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         self._max_jobs_per_gpu = max_jobs_per_gpu
         self._poll_interval = poll_interval
         self._nodes: list[SlurmNode] | None = None
+        self._partition_state = ""  # Slurm's of the partition (sinfo's %a): "" unknown
         self._cluster: Cluster | None = None
         self._states: dict[int, SlurmJob] = {}
         self._states_at = -float("inf")
@@ -272,7 +282,8 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         if not nodes:
             raise ExecutorError("Slurm lists no nodes; check SLURM_CONF and the partition")
         cluster = refreshed_cluster(self._cluster, [self._node(n) for n in nodes], "slurm")
-        self._nodes = nodes
+        partition = self._commands.partition_state(self._partition) if self._partition else ""
+        self._nodes, self._partition_state = nodes, partition
         # what the launches' node check reads, fresh now (see _check_nodes)
         self._node_states = {n.name: n.state for n in nodes}
         self._node_states_at = self._clock()
@@ -281,13 +292,26 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     def closed_nodes(self) -> dict[str, str]:
         """The partition's nodes Slurm reports down, drained, failing or not responding (as
         read at the last inventory reading; :func:`~danlu.executors.slurmctl.node_closed`),
-        with Slurm's state and reason. A node Slurm's power saving powered off
+        with Slurm's state and reason; and all of them while Slurm reports the partition
+        itself other than ``UP`` (``scontrol update PartitionName=gpu State=DOWN``, as an
+        admin does before a maintenance: Slurm starts none of its jobs, or with ``DRAIN``
+        and ``INACTIVE`` takes none), where a run placed would wait until the pending limit
+        failed it, or be refused. A node Slurm's power saving powered off
         (``IDLE+POWERED_DOWN``) is open: the controller boots it for a job given to it."""
         closed: dict[str, str] = {}
+        shut = self._partition_state not in ("", "UP")
+        held = (
+            f"Slurm reports partition {self._partition} {self._partition_state}: no run "
+            f"starts there until scontrol update PartitionName={self._partition} State=UP"
+        )
         for node in self._nodes or ():
             if node_closed(node.state):
                 why = f": {node.reason}" if node.reason else ""
                 closed[node.name] = f"Slurm reports it {node.state}{why}"
+                if shut:
+                    closed[node.name] += f"; {held}"
+            elif shut:
+                closed[node.name] = held
         return closed
 
     def _node(self, node: SlurmNode) -> Node:
@@ -327,7 +351,9 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         :class:`GpusBusyError` while another job's run holds one of its GPUs,
         :class:`NodeLaunchError` when Slurm reports one of its nodes down or drained,
         :class:`ExecutorUnavailableError` when Slurm's controller cannot be reached (nothing
-        was submitted), and :class:`LaunchError` when ``sbatch`` refuses it. An ``sbatch``
+        was submitted), and :class:`LaunchError` when ``sbatch`` refuses it (a
+        :class:`NodeLaunchError` of no node when the partition takes no job: drained or
+        inactive in Slurm, or gone; :func:`~danlu.executors.slurm_batch.refused`). An ``sbatch``
         that timed out (Slurm may have taken the job) returns the run's handle, tracked by
         its job name (:meth:`_unconfirmed`)."""
         cluster = self.inventory()
@@ -395,9 +421,9 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             return self._unconfirmed(job, run_dir, record, exc)
         except SbatchUnreadError as exc:  # Slurm took it: deleting its run would orphan it
             return self._unconfirmed(job, run_dir, record, exc)
-        except SlurmError as exc:
+        except SlurmError as exc:  # the partition closed: a NodeLaunchError, no restart
             shutil.rmtree(run_dir, ignore_errors=True)
-            raise LaunchError(f"Slurm refused job {job.job_id}: {exc}") from exc
+            raise refused(job.job_id, exc, self._partition, self._sbatch_options) from exc
         record["slurm_id"] = slurm_id
         try:
             supervise.write_json(run_dir / supervise.LAUNCH, record)

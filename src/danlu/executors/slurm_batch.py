@@ -20,7 +20,7 @@ from typing import Any
 
 from danlu.executors import slurm_task
 from danlu.executors.base import Outcome, StopReason
-from danlu.executors.errors import ExecutorError
+from danlu.executors.errors import ExecutorError, LaunchError, NodeLaunchError
 from danlu.executors.slurm_names import run_name
 from danlu.executors.slurmctl import SlurmError
 
@@ -30,6 +30,11 @@ BATCH = "batch.sh"
 """The batch script's name in the run directory."""
 _UNSENT = re.compile(r"connect failure|Connection refused", re.IGNORECASE)
 """What ``sbatch`` says when it could not reach the controller at all (nothing was sent)."""
+_PARTITION_CLOSED = re.compile(
+    r"Required partition not available|Invalid partition name", re.IGNORECASE
+)
+"""What ``sbatch`` says when the partition takes no job (Slurm's ``State=DRAIN`` or
+``INACTIVE``) or is gone: no fault of the job's."""
 
 
 def batch_script(srun: str, python: str, run_dir: Path, nodes: int, workdir: str) -> str:
@@ -99,6 +104,38 @@ def slurm_pattern(path: str) -> str:
             "use a danlu home without one"
         )
     return path.replace("%", "%%")
+
+
+def refused(
+    job_id: str, exc: SlurmError, partition: str | None, admin: Sequence[str]
+) -> LaunchError:
+    """The launch error of job ``job_id`` whose ``sbatch`` Slurm refused (``exc``). A
+    partition that takes no job (drained or inactive in Slurm, or gone) is no fault of the
+    job's: a :class:`NodeLaunchError` of no node, which the control plane re-queues without
+    counting a restart (a partition drained for maintenance failed every job submitted
+    meanwhile, each after its restarts), naming the fix. Otherwise the job's launch failed;
+    when the submission carried the ``admin``'s options (``DANLU_SLURM_SBATCH_OPTIONS``),
+    which Slurm may be refusing (``--time=abc``), the error names them: a user who never
+    gave them could not tell why."""
+    name = f"partition {partition}" if partition else "Slurm's default partition"
+    said = f"Slurm refused job {job_id}: {exc}"
+    if _PARTITION_CLOSED.search(str(exc)):
+        fix = (
+            f"scontrol update PartitionName={partition} State=UP"
+            if partition
+            else "scontrol update PartitionName=... State=UP"
+        )
+        return NodeLaunchError(
+            f"{said}; {name} takes no job now: it is drained or inactive in Slurm ({fix} "
+            "opens it) or gone (DANLU_SLURM_PARTITION names one that sinfo lists)",
+            nodes=(),
+        )
+    if admin:
+        said += (
+            f" (the submission carried DANLU_SLURM_SBATCH_OPTIONS={shlex.join(admin)!r}; "
+            "check them)"
+        )
+    return LaunchError(said)
 
 
 def unsent(exc: SlurmError) -> bool:

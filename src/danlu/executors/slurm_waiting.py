@@ -169,7 +169,8 @@ def given_up_error(slurm_id: int, launch: Mapping[str, Any]) -> str:
     return (
         f"Slurm did not start job {slurm_id} within {waited:.0f} s of its submission "
         f"({state}: {why}){over}; {gave_up}. Check the partition's state (scontrol show "
-        "partition) and the job's reason"
+        "partition) and the job's reason; a longer pending_limit (DANLU_SLURM_PENDING_LIMIT) "
+        "waits longer"
     )
 
 

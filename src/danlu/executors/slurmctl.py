@@ -482,7 +482,10 @@ class SlurmCommands:
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise SlurmUnavailableError(f"{' '.join(argv[:2])}: {exc}") from exc
         if done.returncode != 0:
-            said = done.stderr.decode("utf-8", "replace").strip() or f"exit {done.returncode}"
+            # one line: a message of several lines (a missing slurm.conf gets four) read as
+            # escaped "\n"s in a CLI error and split a log record
+            lines = done.stderr.decode("utf-8", "replace").splitlines()
+            said = "; ".join(x.strip() for x in lines if x.strip()) or f"exit {done.returncode}"
             kind = SlurmUnavailableError if _UNREACHABLE.search(said) else SlurmError
             raise kind(f"{' '.join(argv[:2])} failed: {said}")
         return done.stdout.decode("utf-8", "replace")
@@ -601,6 +604,18 @@ class SlurmCommands:
         out = self.run(["scontrol", "show", "node", "--oneliner"])
         nodes = [node_from_fields(parse_fields(line)) for line in out.splitlines() if line.strip()]
         return [n for n in nodes if names is None or n.name in names]
+
+    def partition_state(self, partition: str) -> str:
+        """What Slurm reports of ``partition`` (``sinfo``'s ``%a``, upper-cased): ``UP``;
+        ``DOWN`` (jobs are taken but none is started), ``DRAIN`` (none is taken, ``sbatch``
+        refuses them) or ``INACTIVE`` (neither); ``""`` when ``sinfo`` lists no such
+        partition."""
+        out = self.run(["sinfo", "-h", "-p", partition, "-o", "%P|%a"])
+        for line in out.splitlines():
+            name, _, state = line.strip().partition("|")
+            if name.rstrip("*") == partition:  # "*": Slurm's default partition
+                return state.strip().upper()
+        return ""
 
     def cancel(self, job_id: int, signal: str | None = None, *, full: bool = False) -> None:
         """``scancel``: the whole job when ``signal`` is None (SIGTERM, then SIGKILL after
