@@ -12,109 +12,19 @@ the home that launched the jobs, the one to start again, then refused it as newe
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import signal
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 from alembic import command
-from helpers import SRC, wait_for
+from helpers import wait_for
+from plane_procs import PLANE_TIMEOUT, Plane, admin_api, planes
 
 from danlu.server.db import current_revision, head_revision, make_engine
 from danlu.server.db import migrate as migrate_module
 
-ENV = {**os.environ, "PYTHONPATH": str(SRC)}
-UP_TIMEOUT = 60.0
-"""Seconds a plane may take to serve, or to give up (generous: the test machine is shared)."""
+UP_TIMEOUT = PLANE_TIMEOUT
 OLDER = "0034"
 """A revision older than the newest."""
-
-
-class Plane:
-    """``danlu server --home HOME --database-url URL`` in a subprocess (its own session)."""
-
-    def __init__(self, home: Path, url: str, interval: float, *extra: str) -> None:
-        self.home = home
-        self.log = home.parent / f"{home.name}.log"
-        home.mkdir(parents=True, exist_ok=True)
-        (home / "server.json").unlink(missing_ok=True)
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    *(sys.executable, "-m", "danlu", "server", "--home", str(home)),
-                    *("--port", "0", "--fake-gpus", "1x80GiB", "--database-url", url),
-                    *("--interval", str(interval), *extra),
-                ],
-                env=ENV,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def served(self) -> str:
-        """Wait until it serves; its URL."""
-
-        def ready() -> str | None:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"exited with {self.proc.returncode}: {self.output()}")
-            with contextlib.suppress(OSError, ValueError):
-                info = json.loads((self.home / "server.json").read_text())
-                if info["pid"] == self.proc.pid:
-                    return str(info["url"])
-            return None
-
-        url: str = wait_for(ready, UP_TIMEOUT, 0.05)
-        return url
-
-    def refused(self) -> str:
-        """Wait until it exits; assert code 2 without a traceback; its output."""
-        try:
-            code = self.proc.wait(UP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"the plane did not exit: {self.output()}") from None
-        said = self.output()
-        assert code == 2, said
-        assert "Traceback" not in said, said
-        return said
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-    def kill9(self) -> None:
-        self.proc.kill()
-        self.proc.wait(10)
-
-
-@contextlib.contextmanager
-def planes() -> Iterator[list[Plane]]:
-    """The planes a test starts, stopped at its end whatever happened."""
-    started: list[Plane] = []
-    try:
-        yield started
-    finally:
-        for plane in started:
-            plane.stop()
-
-
-def _api(home: Path, url: str) -> httpx.Client:
-    token = (home / "admin.token").read_text().strip()
-    return httpx.Client(
-        base_url=f"{url}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=30
-    )
 
 
 def _job(api: httpx.Client, job_id: str) -> dict[str, object]:
@@ -138,7 +48,7 @@ def _orphaned_job(url: str, tmp_path: Path, marks: Path) -> str:
     with planes() as started:
         lost = Plane(tmp_path / "lost", url, 8.0)
         started.append(lost)
-        with _api(lost.home, lost.served()) as api:
+        with admin_api(lost.home, lost.served()) as api:
             job = api.post("/jobs", json=body).json()
             wait_for(lambda: _lines(marks) == ["start"], UP_TIMEOUT, 0.05)
             lost.kill9()  # before its next pass sees the run end
@@ -160,7 +70,7 @@ def test_a_lost_homes_running_jobs_are_taken_over_on_purpose_and_resume_here(
         assert _lines(marks) == ["start", "end"]  # not relaunched by the refused plane
         taker = Plane(tmp_path / "other", fresh_url, 0.5, "--take-over-lost-home")
         started.append(taker)
-        with _api(taker.home, taker.served()) as api:
+        with admin_api(taker.home, taker.served()) as api:
             wait_for(lambda: _job(api, job_id)["state"] == "SUCCEEDED", UP_TIMEOUT, 0.1)
             job = _job(api, job_id)
             assert job["restarts"] == 0, job  # lost with its home: no fault of the job's

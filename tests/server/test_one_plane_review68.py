@@ -13,20 +13,19 @@ in the migrations (a 120-line traceback): upgrades are serialised.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from helpers import SRC, fake_loop, user_and_nodes, wait_for
+from plane_procs import Plane, admin_api, planes
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
@@ -55,88 +54,6 @@ UP_TIMEOUT = 25.0
 # -- processes --------------------------------------------------------------------------------
 
 
-class Plane:
-    """``danlu up --home HOME --database-url URL`` in a subprocess (its own session)."""
-
-    def __init__(self, home: Path, url: str, interval: float) -> None:
-        self.home = home
-        self.log = home.parent / f"{home.name}.log"
-        home.mkdir(parents=True, exist_ok=True)
-        (home / "server.json").unlink(missing_ok=True)
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    *(sys.executable, "-m", "danlu", "up", "--home", str(home), "--port", "0"),
-                    *("--fake-gpus", "1x80GiB", "--database-url", url),
-                    *("--interval", str(interval)),
-                ],
-                env=ENV,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def served(self) -> str:
-        """Wait until it serves; its URL."""
-
-        def ready() -> str | None:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"exited with {self.proc.returncode}: {self.output()}")
-            with contextlib.suppress(OSError, ValueError):
-                info = json.loads((self.home / "server.json").read_text())
-                if info["pid"] == self.proc.pid:
-                    return str(info["url"])
-            return None
-
-        url: str = wait_for(ready, UP_TIMEOUT, 0.05)
-        return url
-
-    def refused(self) -> str:
-        """Wait until it exits; assert it exited with code 2 without a traceback; its output."""
-        try:
-            code = self.proc.wait(UP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"the second plane did not exit: {self.output()}") from None
-        said = self.output()
-        assert code == 2, said
-        assert "Traceback" not in said, said
-        return said
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-    def kill9(self) -> None:
-        self.proc.kill()
-        self.proc.wait(10)
-
-
-@contextlib.contextmanager
-def planes() -> Iterator[list[Plane]]:
-    """The planes a test starts, stopped at its end whatever happened."""
-    started: list[Plane] = []
-    try:
-        yield started
-    finally:
-        for plane in started:
-            plane.stop()
-
-
-def _api(home: Path, url: str) -> httpx.Client:
-    token = (home / "admin.token").read_text().strip()
-    return httpx.Client(
-        base_url=f"{url}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=30
-    )
-
-
 def _state(api: httpx.Client, job_id: str) -> str:
     return str(api.get(f"/jobs/{job_id}").json()["state"])
 
@@ -149,10 +66,10 @@ def test_a_second_plane_on_a_database_is_refused_naming_the_first(
 ) -> None:
     """It waited as a standby and took the lease (and the first's jobs) over later."""
     with planes() as started:
-        first = Plane(tmp_path / "first", fresh_url, 0.5)
+        first = Plane(tmp_path / "first", fresh_url, 0.5, verb="up")
         started.append(first)
         first.served()
-        second = Plane(tmp_path / "second", fresh_url, 0.5)
+        second = Plane(tmp_path / "second", fresh_url, 0.5, verb="up")
         started.append(second)
         said = second.refused()
         assert f"pid {first.proc.pid}" in said, said
@@ -180,22 +97,22 @@ def test_a_plane_on_another_home_leaves_a_dead_planes_runs_alone(
     first_home = tmp_path / "first"
     try:
         with planes() as started:
-            first = Plane(first_home, fresh_url, 8.0)
+            first = Plane(first_home, fresh_url, 8.0, verb="up")
             started.append(first)
-            with _api(first_home, first.served()) as api:
+            with admin_api(first_home, first.served()) as api:
                 job = api.post("/jobs", json=body).json()
                 wait_for(lambda: starts.exists() and starts.read_text().strip(), UP_TIMEOUT, 0.1)
                 assert _state(api, job["id"]) == "RUNNING"
             first.kill9()
-            other = Plane(tmp_path / "other", fresh_url, 0.5)
+            other = Plane(tmp_path / "other", fresh_url, 0.5, verb="up")
             started.append(other)
             said = other.refused()
             assert str(first_home.resolve()) in said, said
             assert job["id"] in said, said
             assert len(starts.read_text().split()) == 1  # not relaunched
-            again = Plane(first_home, fresh_url, 8.0)
+            again = Plane(first_home, fresh_url, 8.0, verb="up")
             started.append(again)
-            with _api(first_home, again.served()) as api:
+            with admin_api(first_home, again.served()) as api:
                 assert api.post(f"/jobs/{job['id']}/cancel").status_code == 200
                 wait_for(lambda: _state(api, job["id"]) == "CANCELLED", UP_TIMEOUT, 0.1)
         assert len(starts.read_text().split()) == 1  # it ran once
