@@ -381,19 +381,7 @@ def take_over_lost_runs(session: Session, token: str, home: str, t: float) -> li
     )
     taken = []
     for job in session.scalars(select(Job).where(Job.state.in_(HOLDING)).order_by(Job.id)):
-        # a run still waiting for its launch ran nothing: its wait is charged no GPU time
-        waited = job.last_start if jobs.waits_for_launch(job) else None
-        until = t if waited is None else min(t, waited)
-        jobs.settle_exit(
-            session,
-            job,
-            succeeded=False,
-            exit_code=None,
-            reason=reason,
-            node_lost=True,
-            now=t,
-            ran_until=until,
-        )
+        jobs.requeue_lost_run(session, job, reason, t)  # a run waiting for its launch: no GPU time
         taken.append(job.id)
     record_home(session, token, home)
     return taken

@@ -656,9 +656,15 @@ def requeue_lost(session: Session, job: Job, lost: list[str], now: float | None 
     PREEMPTING -> PENDING, so it resumes from its last checkpoint and no restart is counted
     against it; a job whose cancellation was requested is CANCELLED. A run waiting for its
     launch (:func:`waits_for_launch`) ran nothing: it is charged no GPU time."""
+    requeue_lost_run(session, job, f"its GPUs left the inventory ({', '.join(lost)})", now)
+
+
+def requeue_lost_run(session: Session, job: Job, reason: str, now: float | None = None) -> None:
+    """Settle the exit of a RUNNING or PREEMPTING job's run that was lost, for ``reason``,
+    with no one to see when it ended: a preemption without a checkpoint, no restart counted
+    (:func:`requeue_lost`), its GPUs charged up to ``now`` (none for a run still waiting for
+    its launch)."""
     t = resolve_now(now)
-    reason = f"its GPUs left the inventory ({', '.join(lost)})"
-    until = _charged_until(job, t)
     settle_exit(
         session,
         job,
@@ -667,5 +673,5 @@ def requeue_lost(session: Session, job: Job, lost: list[str], now: float | None 
         reason=reason,
         node_lost=True,
         now=t,
-        ran_until=until,
+        ran_until=_charged_until(job, t),
     )
