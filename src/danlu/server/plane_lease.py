@@ -57,7 +57,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import and_, inspect, select, text, update
+from sqlalchemy import Engine, and_, inspect, select, text, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -316,6 +316,19 @@ def _foreign_refusal(
     )
 
 
+def _older_revision(engine: Engine) -> str | None:
+    """The database's revision when it is one this danlu knows, older than its newest
+    (:func:`~danlu.server.db.migrate.known_older_revision`); ``None`` for an empty database,
+    one at the newest revision, or one danlu cannot read (the upgrade says why). An
+    unreachable database (:class:`OperationalError`) is raised as it is."""
+    try:
+        return known_older_revision(engine)
+    except OperationalError:
+        raise
+    except DBAPIError:
+        return None
+
+
 def refuse_foreign_before_upgrading(db_url: str, settings: Settings) -> None:
     """Refuse, before it is migrated, a database at an older revision of this danlu whose
     running jobs another home launched (:func:`foreign_runs`, read with the columns every
@@ -328,12 +341,7 @@ def refuse_foreign_before_upgrading(db_url: str, settings: Settings) -> None:
     engine = make_engine(db_url)
     shown = engine.url.render_as_string(hide_password=True)
     try:
-        try:
-            revision = known_older_revision(engine)
-        except OperationalError:
-            raise
-        except DBAPIError:  # not a database danlu can read: the upgrade says why
-            return
+        revision = _older_revision(engine)
         if revision is None:
             return
         columns = {column["name"] for column in inspect(engine).get_columns("leases")}
@@ -609,12 +617,7 @@ def wait_before_upgrading(
     deadline: float | None = None
     first: Holder | None = None
     try:
-        try:
-            revision = known_older_revision(engine)
-        except OperationalError:
-            raise
-        except DBAPIError:  # not a database danlu can read: the upgrade says why
-            return
+        revision = _older_revision(engine)
         if revision is None:
             return
         columns = {column["name"] for column in inspect(engine).get_columns("leases")}
