@@ -20,9 +20,9 @@ from tests.estimate.trace_fakes import canned_traces
 from typer.testing import CliRunner
 
 import danlu.estimate.memory as memory
-from danlu.cli import estimate as estimate_cli
 from danlu.cli.main import app
 from danlu.estimate.memory import StepTrace, TraceRequest
+from danlu.estimate.report import decimal_gpu_size_note
 
 pytest.importorskip("torch")
 
@@ -127,13 +127,13 @@ def test_an_answer_within_the_traced_batches_is_not_traced_again(
     ],
 )
 def test_a_common_gpu_size_in_decimal_gigabytes_gets_a_note(given: str, note: str) -> None:
-    said = estimate_cli._decimal_gpu_size_note(given)
+    said = decimal_gpu_size_note(given)
     assert said is not None and said.startswith(note), said
 
 
 @pytest.mark.parametrize("given", ["80GiB", "80Gi", "75G", "80000M", "80.5G", "85899345920"])
 def test_other_sizes_get_no_note(given: str) -> None:
-    assert estimate_cli._decimal_gpu_size_note(given) is None
+    assert decimal_gpu_size_note(given) is None
 
 
 def test_the_note_is_printed_and_the_size_kept(

@@ -36,7 +36,7 @@ def estimate(
     its JSON object, or with ``text=True`` its standard output."""
     from danlu.estimate import memory
 
-    def cached(req: TraceRequest, progress: Any = None) -> list[StepTrace]:
+    def cached(req: TraceRequest, *args: Any, **kwargs: Any) -> list[StepTrace]:
         by_size = {t.batch_size: t for t in traces}
         assert set(req.batch_sizes) <= set(by_size), req.batch_sizes
         return [by_size[b] for b in req.batch_sizes]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from danlu.cli.estimate import _margin_bytes
 from danlu.core.errors import SpecError
 from danlu.core.units import GiB
+from danlu.estimate.report import margin_bytes_of as _margin_bytes
 
 
 def test_margin_is_a_share_of_the_limit_or_a_size() -> None:

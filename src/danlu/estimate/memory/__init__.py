@@ -29,6 +29,7 @@ from danlu.estimate.memory.model import MemoryModel
 from danlu.estimate.memory.predict import (
     FittedMemoryModel,
     MemoryEstimate,
+    auto_gpu_memory,
     estimate_memory,
     fit_memory_model,
     replay,
@@ -51,6 +52,7 @@ __all__ = [
     "TransformerConfig",
     "TransformerMemory",
     "WarmTracers",
+    "auto_gpu_memory",
     "estimate_memory",
     "fit_memory_model",
     "fit_piecewise_linear",

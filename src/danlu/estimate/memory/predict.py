@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -36,6 +36,14 @@ class MemoryEstimate:
     / ``max_memory_reserved`` would report over the step (caching allocator model, cuBLAS
     workspaces included). ``peak_device_bytes``: reserved plus the CUDA context, i.e. what the
     process holds on the GPU; ``fits`` compares it with the GPU's capacity.
+
+    ``breakdown`` splits ``peak_logical_bytes`` by what the live tensors are, at the peak:
+    a part not live there shows less than its own size (the gradients are freed after each
+    optimizer step, so a peak in the forward pass holds none). ``gradient_bytes`` is the
+    gradients' own size and ``peak_phase`` the phase of the step the peak is in
+    (``forward``, ``backward``, ``optimizer``, ``zero_grad``; ``""``: not known);
+    ``breakdown_notes`` says, by breakdown key, why a part shows less than its size
+    (:func:`gradients_note`).
     """
 
     batch_size: int
@@ -55,6 +63,9 @@ class MemoryEstimate:
     family: str | None = None
     """The model's family for the GPU-sharing interference model, inferred from the traced
     layers (:func:`danlu.estimate.family.infer_family`; ``None``: none recognised)."""
+    gradient_bytes: int = 0
+    peak_phase: str = ""
+    breakdown_notes: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (all sizes integers, in bytes; without the step's live curve)."""
@@ -160,7 +171,65 @@ def replay(tr: StepTrace, gpu: GpuSpec, limit_source: str | None = None) -> Memo
         phase_peaks=dict(tr.phase_peaks),
         window_live=list(tr.window_live),
         family=infer_family(summarize(tr)),
+        gradient_bytes=tr.gradient_bytes,
+        peak_phase=tr.peak_phase,
+        breakdown_notes=_breakdown_notes(tr),
     )
+
+
+_PHASE_WORDS = {
+    "forward": "the forward pass",
+    "backward": "the backward pass",
+    "optimizer": "the optimizer step",
+    "zero_grad": "zero_grad",
+}
+"""The phases of a traced step (:attr:`StepTrace.peak_phase`) in words."""
+
+
+def gradients_note(live_bytes: int, gradient_bytes: int, peak_phase: str) -> str | None:
+    """Why the breakdown's ``gradients`` at the peak (``live_bytes``) is less than the
+    gradients' own size (``gradient_bytes``), for a peak in ``peak_phase``; None when it is
+    not. A step frees its gradients after the optimizer step (``zero_grad(set_to_none=True)``,
+    as ``danlu.train`` does) and the backward pass makes them again, so a peak in the forward
+    pass holds none: the breakdown's ``gradients 0B`` read as if they were not counted."""
+    if gradient_bytes <= 0 or live_bytes >= gradient_bytes:
+        return None
+    size = f"{format_bytes(gradient_bytes)} ({gradient_bytes} bytes)"
+    where = _PHASE_WORDS.get(peak_phase, "")
+    if live_bytes > 0:
+        made = " that makes them" if peak_phase == "backward" else ""
+        return f"{format_bytes(live_bytes)} of their {size} live at the peak" + (
+            f", in {where}{made}" if where else ""
+        )
+    held = f"their own size is {size}, held from the backward pass to the optimizer step"
+    freed = "the step before freed them (zero_grad(set_to_none=True))"
+    if peak_phase == "forward":
+        return (
+            f"not live at the peak, in the forward pass: {freed} and this step's backward "
+            f"pass makes them again; {held}"
+        )
+    if peak_phase == "backward":
+        return f"not live at the peak, in the backward pass before it makes them: {freed}; {held}"
+    return f"not live at the peak{f', in {where}' if where else ''}; their own size is {size}"
+
+
+def _breakdown_notes(tr: StepTrace) -> dict[str, str]:
+    """:attr:`MemoryEstimate.breakdown_notes` of a trace."""
+    note = gradients_note(tr.breakdown.get("gradients", 0), tr.gradient_bytes, tr.peak_phase)
+    return {"gradients": note} if note else {}
+
+
+def auto_gpu_memory(estimates: Iterable[MemoryEstimate]) -> int:
+    """The per-GPU memory share ``gpu_memory: auto`` charges a job, from ``estimates`` of
+    its step at the batch one GPU runs, one per GPU type it may land on: the largest peak on
+    the GPU (:attr:`MemoryEstimate.peak_device_bytes`, the allocator's reserved peak plus
+    the CUDA context), exactly, with no headroom added (the launch caps the micro-batch
+    within the share). The control plane resolves ``auto`` with it, and ``danlu estimate``
+    names it as the ``gpu_memory`` to submit; raises ValueError without an estimate."""
+    peaks = [e.peak_device_bytes for e in estimates]
+    if not peaks:
+        raise ValueError("auto_gpu_memory needs the estimate of one GPU type at least")
+    return max(peaks)
 
 
 def out_of_memory_warning(gpu: GpuSpec, peak_bytes: int, limit_source: str | None) -> str:

@@ -135,7 +135,10 @@ class StepTrace:
     ``modules`` counts the model's modules by class name and ``module_parameters`` the
     parameters each class holds directly, ``attention_calls`` the calls of torch's
     ``scaled_dot_product_attention`` in the traced steps (what :mod:`danlu.estimate.family`
-    reads).
+    reads). ``gradient_bytes`` is the gradients' own size (every trainable parameter's, as the
+    optimizer step finds them), whatever of them ``breakdown`` finds live at the peak, and
+    ``peak_phase`` the phase of the measured step the peak is in (``forward``, ``backward``,
+    ``optimizer`` or ``zero_grad``; ``""``: not known, a trace of an older worker).
     """
 
     batch_size: int
@@ -154,6 +157,8 @@ class StepTrace:
     modules: dict[str, int] = field(default_factory=dict)
     module_parameters: dict[str, int] = field(default_factory=dict)
     attention_calls: int = 0
+    gradient_bytes: int = 0
+    peak_phase: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""

@@ -242,15 +242,16 @@ def _trace_watched(
                     if isinstance(state.get("step"), torch.Tensor):
                         host.add(tracker.sid_of(state["step"].untyped_storage()))
             grad_sids: set[int | None] = set()
+            grad_bytes: dict[int | None, int] = {}  # each gradient storage's bytes
             params = list(model.parameters())
 
             def mark(phase: str, params: list[torch.nn.Parameter] = params) -> None:
                 if phase == "optimizer":
-                    grad_sids.update(
-                        tracker.sid_of(p.grad.untyped_storage())
-                        for p in params
-                        if p.grad is not None
-                    )
+                    for p in params:
+                        if p.grad is not None:
+                            storage = p.grad.untyped_storage()
+                            grad_bytes[tracker.sid_of(storage)] = storage.nbytes()
+                    grad_sids.update(grad_bytes)
                 tracker.mark("measured_" + phase)
 
             tracker.marks["measure_start"] = len(tracker.events)
@@ -315,7 +316,22 @@ def _trace_watched(
         modules=modules,
         module_parameters=module_parameters,
         attention_calls=fused.attention_calls,
+        gradient_bytes=sum(grad_bytes.values()),
+        peak_phase=_phase_at(tracker.phase_log, where),
     )
+
+
+def _phase_at(phase_log: list[tuple[int, str]], event: int) -> str:
+    """The phase of the measured step (``forward``, ``backward``, ``optimizer``,
+    ``zero_grad``) that ``event`` belongs to: the last measured phase marked at or before it
+    (a mark holds the index of the event after it)."""
+    phase = "forward"
+    for idx, name in phase_log:
+        if idx > event:
+            break
+        if name.startswith("measured_") and name != "measured_end":
+            phase = name[len("measured_") :]
+    return phase
 
 
 @contextlib.contextmanager

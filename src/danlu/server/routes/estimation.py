@@ -166,11 +166,11 @@ def _predict(
     peak over ``gpus`` (the job may land on any; their CUDA contexts and cuBLAS workspaces
     differ), ``data_parallel``: under DDP, its gradient buckets counted; ``hints``: the
     job's training setup (:func:`_trace_request`)."""
-    from danlu.estimate.memory.predict import estimate_memory_on
+    from danlu.estimate.memory.predict import auto_gpu_memory, estimate_memory_on
 
     req = _trace_request(model_ref, (batch_size,), data_parallel, hints)
     per_gpu = estimate_memory_on(req, gpus, workers, timeout)
-    peak = max(e.peak_device_bytes for estimates in per_gpu for e in estimates)
+    peak = auto_gpu_memory(e for estimates in per_gpu for e in estimates)
     return peak, per_gpu[0][0].family
 
 
@@ -326,6 +326,7 @@ def _largest_micro_batch(
     exactly (a traced batch), and a launch caps the per-GPU split at the micro-batch, so a
     smaller one would never run the batch the job is charged for."""
     from danlu.estimate.memory import fit_memory_model
+    from danlu.estimate.memory.predict import auto_gpu_memory
     from danlu.estimate.optimize import largest_safe_batch
 
     sizes = tuple(sorted({*MICRO_BATCH_TRACES, *([auto_batch] if auto_batch else [])}))
@@ -338,7 +339,7 @@ def _largest_micro_batch(
     fitted = [first, *(first.for_gpu(gpu) for gpu in gpus[1:])]
     peak = None
     if auto_batch:  # traced: exact, as resolve_gpu_memory's own trace would give it
-        peak = max(f.estimates[auto_batch].peak_device_bytes for f in fitted)
+        peak = auto_gpu_memory(f.estimates[auto_batch] for f in fitted)
         limit = peak
     micro: int | None
     try:
