@@ -29,7 +29,7 @@ def test_a_job_slurm_ended_without_an_exit_fails_as_killed(tmp_path: Path, state
     status = ex.poll(handle)
     assert status.state is RunState.EXITED
     assert (status.outcome, status.exit_code, status.signal) == (Outcome.FAILED, 137, 9)
-    assert status.message == f"Slurm job 7 ended {state}"
+    assert status.message == f"Slurm job 7 ended {state} (TimeLimit)"
 
 
 @pytest.mark.parametrize("state", ["TIMEOUT", "DEADLINE", "PREEMPTED", "CANCELLED"])

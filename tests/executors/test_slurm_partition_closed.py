@@ -2,7 +2,8 @@
 State=DOWN``, ``DRAIN`` or ``INACTIVE`` before a maintenance) closes every node of it, and an
 ``sbatch`` Slurm refuses for the partition is no fault of the job's (a job re-queued, no
 restart counted): each job placed there waited out the pending limit or was refused at once,
-and failed after its restarts. An ``sbatch`` refused for the admin's own options names them
+and failed after its restarts; it names the partition and the state Slurm reports of it
+then. An ``sbatch`` refused for the admin's own options names them
 (``DANLU_SLURM_SBATCH_OPTIONS``); a Slurm command's error of several lines reads as one; the
 error of a run given up at the pending limit names ``DANLU_SLURM_PENDING_LIMIT``. No Slurm
 needed: Slurm's commands print what each test gives them."""
@@ -16,7 +17,7 @@ import pytest
 from run_helpers import launch
 from slurm_fakes import LIMIT, NODE, Clock, Printed, fake_executor
 
-from danlu.executors import GpuSlot, LaunchError, NodeLaunchError, Outcome
+from danlu.executors import GpuSlot, LaunchError, NodeLaunchError, Outcome, PartitionClosedError
 from danlu.executors.slurm import SlurmExecutor
 from danlu.executors.slurmctl import SlurmCommands, SlurmError
 
@@ -97,21 +98,39 @@ def test_a_partition_sinfo_does_not_list_leaves_the_nodes_open(tmp_path: Path) -
     assert ex.closed_nodes() == {}
 
 
+@pytest.mark.parametrize(
+    ("state", "said"),
+    [
+        (
+            "drain",
+            "Slurm reports partition gpu DRAIN: it takes no job until scontrol update "
+            "PartitionName=gpu State=UP",
+        ),
+        ("inact", "Slurm reports partition gpu INACT: it takes no job until scontrol update"),
+        ("up", "partition gpu took no job then (Slurm reports it UP again now)"),
+        (None, "sinfo lists no partition gpu: it is gone (DANLU_SLURM_PARTITION names one"),
+    ],
+)
 def test_an_sbatch_refused_for_a_closed_partition_is_no_fault_of_the_job(
-    tmp_path: Path,
+    tmp_path: Path, state: str | None, said: str
 ) -> None:
-    """A :class:`NodeLaunchError` of no node (the control plane re-queues the job without a
-    restart counted, and counts no node's failure), naming the fix; nothing is left of the
-    run."""
+    """A :class:`PartitionClosedError` (the control plane re-queues the job without a
+    restart counted, and counts no node's failure), naming the partition, the state Slurm
+    reports of it once it refused (read as the inventory was, it was up) and the fix;
+    nothing is left of the run. Before: "partition gpu takes no job now: it is drained or
+    inactive in Slurm ... or gone", its state named nowhere, and a node's fault."""
     commands = Partitioned({"scontrol show node": _nodes(), "sbatch": SlurmError(REFUSED)})
     ex = _executor(tmp_path, commands)
-    with pytest.raises(NodeLaunchError) as refused:
+    ex.refresh_inventory()
+    assert ex.closed_nodes() == {}
+    commands.state = state or ""
+    commands.listed = "gpu" if state else "other"
+    with pytest.raises(PartitionClosedError) as refused:
         ex.submit(launch("drained-1", "pass", gpus=(GpuSlot(0, 0),)))
     assert refused.value.nodes == ()
-    said = str(refused.value)
-    assert said.startswith(f"Slurm refused job drained-1: {REFUSED}; partition gpu takes no")
-    assert "scontrol update PartitionName=gpu State=UP" in said
-    assert said.endswith("or gone (DANLU_SLURM_PARTITION names one that sinfo lists)")
+    assert (refused.value.partition, refused.value.state) == ("gpu", (state or "").upper())
+    assert str(refused.value).startswith(said), refused.value
+    assert str(refused.value).endswith(f"; Slurm refused job drained-1: {REFUSED}")
     assert not (tmp_path / "state" / "runs" / "drained-1").exists()
 
 

@@ -33,7 +33,10 @@ def test_a_partition_drained_or_down_in_slurm_closes_its_nodes_and_refuses_no_jo
             ex.submit(launch("drained-1", "pass", gpus=(GpuSlot(0, 0),)))
         assert refused.value.nodes == ()
         assert "Required partition not available" in str(refused.value)
-        assert "scontrol update PartitionName=gpu State=UP" in str(refused.value)
+        assert str(refused.value).startswith(  # the partition and the state Slurm reports
+            "Slurm reports partition gpu DRAIN: it takes no job until scontrol update "
+            "PartitionName=gpu State=UP"
+        ), refused.value
         slurm.run("scontrol", "update", "PartitionName=gpu", "State=DOWN")
         ex.refresh_inventory()
         assert sorted(ex.closed_nodes()) == ["n1", "n2"]

@@ -103,7 +103,7 @@ def test_a_node_lost_before_every_node_recorded_is_a_lost_run(
         exit_code,
         True,
     )
-    assert status.message == "a node of Slurm job 7 failed"
+    assert status.message == "a node of Slurm job 7 failed: it ended NODE_FAIL"
 
 
 # -- out of memory ----------------------------------------------------------------------------

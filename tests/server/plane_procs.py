@@ -16,6 +16,8 @@ from pathlib import Path
 import httpx
 from helpers import SRC, wait_for
 
+from danlu.server.plane_lease import DATABASE_IN_USE_EXIT
+
 ENV = {**os.environ, "PYTHONPATH": str(SRC)}
 PLANE_TIMEOUT = 60.0
 """Seconds a plane may take to serve, or to give up (generous: the test machine is shared,
@@ -65,13 +67,15 @@ class Plane:
         return url
 
     def refused(self) -> str:
-        """Wait until it exits; assert it exited with code 2 without a traceback; its output."""
+        """Wait until it exits; assert it exited with the status of a database that is
+        another control plane's (:data:`~danlu.server.plane_lease.DATABASE_IN_USE_EXIT`)
+        without a traceback; its output."""
         try:
             code = self.proc.wait(PLANE_TIMEOUT)
         except subprocess.TimeoutExpired:
             raise AssertionError(f"the plane did not exit: {self.output()}") from None
         said = self.output()
-        assert code == 2, said
+        assert code == DATABASE_IN_USE_EXIT, said
         assert "Traceback" not in said, said
         return said
 

@@ -40,7 +40,7 @@ def test_an_outer_block_ending_after_a_caught_inner_exit_writes_no_checkpoint(
         for _ in range(steps_after):
             outer.step(next(batches), mse_loss)
         caplog.clear()  # the inner one's own preemption said so
-    assert "preemption requested" not in caplog.text
+    assert "stop requested" not in caplog.text
     assert checkpointed_step(tmp_path / "inner") == 1
     assert checkpointed_step(tmp_path / "outer") == 0
 

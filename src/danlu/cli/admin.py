@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Annotated, Any
 
 import typer
 from rich.cells import cell_len
-from rich.console import Group, RenderableType
+from rich.console import Group, JustifyMethod, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -412,12 +412,15 @@ def titled_table(
     columns: Sequence[str],
     rows: Iterable[Sequence[str]],
     floors: Mapping[str, int] | None = None,
+    numbers: Collection[str] | None = None,
 ) -> TitledTable:
     """A table of ``rows`` (Rich markup, as :func:`~danlu.cli.markup.as_text` gives) under
     ``columns``; the first column left, the others right, laid out for the width it is
     printed at (:class:`TitledTable`; ``floors``: the least width of a column, by header,
-    where its header's longest word is too little to read it folded, e.g. a URL)."""
-    return TitledTable(title, columns, rows, floors)
+    where its header's longest word is too little to read it folded, e.g. a URL;
+    ``numbers``: the headers of the columns of numbers, right-aligned, the others then
+    left-aligned, as ``danlu ls`` aligns its columns)."""
+    return TitledTable(title, columns, rows, floors, numbers)
 
 
 class TitledTable(FittedTable):
@@ -433,9 +436,12 @@ class TitledTable(FittedTable):
         columns: Sequence[str],
         rows: Iterable[Sequence[str]],
         floors: Mapping[str, int] | None = None,
+        numbers: Collection[str] | None = None,
     ) -> None:
         self.title = title
         self.columns = list(columns)
+        self.numbers = None if numbers is None else frozenset(numbers)
+        """The headers of the right-aligned columns (None: every one but the first)."""
         self.rows = [list(row) for row in rows]
         given = floors or {}
         self.FLOORS = {  # a floor given is no wider than the column's widest cell
@@ -462,7 +468,9 @@ class TitledTable(FittedTable):
             if i == 0:
                 table.add_column(column, justify="left", no_wrap=True, min_width=wants[0])
             else:
-                table.add_column(column, justify="right", overflow="fold", width=widths[i - 1])
+                right = self.numbers is None or column in self.numbers
+                justify: JustifyMethod = "right" if right else "left"
+                table.add_column(column, justify=justify, overflow="fold", width=widths[i - 1])
         for row in self.rows:
             table.add_row(*row)
         return table

@@ -27,6 +27,7 @@ from danlu.cli import job_views, waiting
 from danlu.cli import top as top_view
 from danlu.cli import usage as usage_cli
 from danlu.cli.fitted_table import print_whole
+from danlu.cli.job_table import gpus_of
 from danlu.cli.log_attempts import attempt_marks
 from danlu.cli.markup import (
     OutputUnwritable,
@@ -52,7 +53,7 @@ from danlu.cli.options import (
     fail as fail,  # re-exported: the commands' modules call common.fail
 )
 from danlu.cli.output import PIPE_CLOSED, quiet_stdout, stdout_written, write_bytes
-from danlu.cli.spec_build import JOB_SPEC_FIX, build_spec
+from danlu.cli.spec_build import JOB_SPEC_FIX, apply_flags, build_spec
 from danlu.cli.spec_build import (  # re-exported: their import path before the module split
     set_path as set_path,
 )
@@ -62,15 +63,16 @@ from danlu.cli.spec_build import (
 from danlu.cli.spec_build import (
     spec_body as spec_body,
 )
-from danlu.cli.spec_flags import FlagValueError, by_after
+from danlu.cli.spec_flags import FlagValueError, by_after, by_flag, flag_error
 from danlu.client import Client
-from danlu.client.errors import InvalidRequestError, NoServerError
+from danlu.client.errors import ApiError, InvalidRequestError, NoServerError
 from danlu.client.rest import read_across_restart
-from danlu.config import load_client_settings
-from danlu.core.errors import DanluError
+from danlu.config import caller_env, load_client_settings
+from danlu.core.errors import DanluError, SpecError
 from danlu.core.job_array import array_sweep, parse_array
 from danlu.core.state import JobState
 from danlu.core.sweep import parse_sweep
+from danlu.core.units import format_duration
 from danlu.core.values import visible
 
 console = cli_console()
@@ -169,6 +171,59 @@ def print_plain(text: str) -> None:
 
 # -- submit ------------------------------------------------------------------------------------
 
+# The flags that override fields of a job's spec: `danlu submit`'s, over its file, and
+# `danlu rerun`'s, over the finished job's spec (:func:`spec_overrides`).
+NameOpt = Annotated[str | None, typer.Option("--name", help="Override the job name.")]
+PriorityOpt = Annotated[
+    int | None, int_option("--priority", help="Override priority.", example="10")
+]
+ProjectOpt = Annotated[str | None, typer.Option("--project", help="Override project.")]
+UserOpt = Annotated[str | None, typer.Option("--user", help="Submit as user (admin).")]
+GpusOpt = Annotated[str | None, typer.Option("--gpus", help="GPUs: 2 or a range 1..4.")]
+GpuMemoryOpt = Annotated[
+    str | None, typer.Option("--gpu-memory", help="Per-GPU memory, e.g. 20GiB or auto.")
+]
+SetsOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override any field: --set env.SEED=1 (repeatable)."),
+]
+TimeLimitOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--time-limit", help="Stop the job once it has run this long: 3600, 90m, 04:00:00."
+    ),
+]
+MaxRestartsOpt = Annotated[
+    int | None,
+    int_option("--max-restarts", help="Restarts after a failure.", example="3", low=0),
+]
+
+
+def spec_overrides(
+    *,
+    name: str | None = None,
+    priority: int | None = None,
+    project: str | None = None,
+    user: str | None = None,
+    gpus: str | None = None,
+    gpu_memory: str | None = None,
+    time_limit: str | None = None,
+    max_restarts: int | None = None,
+) -> dict[str, Any]:
+    """The spec fields the override flags give, by dotted field (None: not given), as
+    :func:`~danlu.cli.spec_build.apply_flags` sets them and
+    :func:`~danlu.cli.spec_flags.by_flag` names a refused one's flag."""
+    return {
+        "name": name,
+        "priority": priority,
+        "project": project,
+        "user": user,
+        "resources.gpus": gpus,
+        "resources.gpu_memory": gpu_memory,
+        "time_limit": time_limit,
+        "max_restarts": max_restarts,
+    }
+
 
 def submit(
     spec: Annotated[
@@ -178,21 +233,13 @@ def submit(
             parser=path_of("SPEC", JOB_SPEC_FIX),
         ),
     ],
-    name: Annotated[str | None, typer.Option("--name", help="Override the job name.")] = None,
-    priority: Annotated[
-        int | None,
-        int_option("--priority", help="Override priority.", example="10"),
-    ] = None,
-    project: Annotated[str | None, typer.Option("--project", help="Override project.")] = None,
-    user: Annotated[str | None, typer.Option("--user", help="Submit as user (admin).")] = None,
-    gpus: Annotated[str | None, typer.Option("--gpus", help="GPUs: 2 or a range 1..4.")] = None,
-    gpu_memory: Annotated[
-        str | None, typer.Option("--gpu-memory", help="Per-GPU memory, e.g. 20GiB or auto.")
-    ] = None,
-    sets: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="Override any field: --set env.SEED=1 (repeatable)."),
-    ] = None,
+    name: NameOpt = None,
+    priority: PriorityOpt = None,
+    project: ProjectOpt = None,
+    user: UserOpt = None,
+    gpus: GpusOpt = None,
+    gpu_memory: GpuMemoryOpt = None,
+    sets: SetsOpt = None,
     after: Annotated[
         list[str] | None,
         typer.Option(
@@ -200,12 +247,7 @@ def submit(
             help="Wait for job ID to succeed, or ID:failed|finished|started (repeatable).",
         ),
     ] = None,
-    time_limit: Annotated[
-        str | None,
-        typer.Option(
-            "--time-limit", help="Stop the job once it has run this long: 3600, 90m, 04:00:00."
-        ),
-    ] = None,
+    time_limit: TimeLimitOpt = None,
     wait_end: Annotated[
         bool,
         typer.Option("--wait", help="Then wait for the job to finish; exit as danlu wait does."),
@@ -225,15 +267,15 @@ def submit(
 ) -> None:
     """Validate a job spec locally, then submit it (with --array, or the spec's `array`, as
     a job array: see `danlu sweep show` for its tasks)."""
-    overrides = {
-        "name": name,
-        "priority": priority,
-        "project": project,
-        "user": user,
-        "resources.gpus": gpus,
-        "resources.gpu_memory": gpu_memory,
-        "time_limit": time_limit,
-    }
+    overrides = spec_overrides(
+        name=name,
+        priority=priority,
+        project=project,
+        user=user,
+        gpus=gpus,
+        gpu_memory=gpu_memory,
+        time_limit=time_limit,
+    )
     after_items = list(after or [])
     try:
         body = build_spec(spec, overrides, list(sets or []), after_items)
@@ -435,6 +477,19 @@ def cancel(
 
 def rerun(
     job: JobArg,
+    name: NameOpt = None,
+    priority: PriorityOpt = None,
+    project: ProjectOpt = None,
+    user: UserOpt = None,
+    gpus: GpusOpt = None,
+    gpu_memory: GpuMemoryOpt = None,
+    time_limit: TimeLimitOpt = None,
+    max_restarts: MaxRestartsOpt = None,
+    env: Annotated[
+        list[str] | None,
+        typer.Option("--env", help="NAME=VALUE, or NAME for its value here (repeatable)."),
+    ] = None,
+    sets: SetsOpt = None,
     wait_end: Annotated[
         bool,
         typer.Option("--wait", help="Then wait for the new job to finish; exit as danlu wait."),
@@ -445,8 +500,61 @@ def rerun(
     token: TokenOpt = None,
 ) -> None:
     """Submit a finished job again with its spec, as a new job (its dependencies left out;
-    from the start, unless its spec names a checkpoint_dir with checkpoints in it)."""
-    _new_job(lambda client: client.rerun(job), wait_end, json_out, home, url, token)
+    from the start, unless its spec names a checkpoint_dir with checkpoints in it), with
+    the flags' changes (`danlu submit`'s overrides; --env adds or replaces a variable), which
+    the server validates as a submission."""
+    from danlu.cli.run import environment  # it imports this module
+
+    overrides = spec_overrides(
+        name=name,
+        priority=priority,
+        project=project,
+        user=user,
+        gpus=gpus,
+        gpu_memory=gpu_memory,
+        time_limit=time_limit,
+        max_restarts=max_restarts,
+    )
+    given = list(sets or [])
+    try:
+        variables = environment(list(env or []), caller_env())
+        changes: dict[str, Any] = {"env": variables} if variables else {}  # by name, not path
+        apply_flags(changes, overrides, given)  # --set last, as submit applies it
+    except DanluError as exc:
+        raise fail(exc) from None
+    flags = {f"env.{n}": f"--env {n}" for n in variables}
+
+    def make(client: Client) -> dict[str, Any]:
+        try:
+            return client.rerun(job, changes)
+        except ApiError as exc:  # a refused change named by the flag that gave it
+            raise _by_flag(exc, overrides, given, flags) from None
+
+    _new_job(make, wait_end, json_out, home, url, token)
+
+
+def _by_flag(
+    exc: ApiError, overrides: dict[str, Any], sets: Sequence[str], flags: dict[str, str]
+) -> DanluError:
+    """The server's refusal ``exc`` of a field a flag gave, named by that flag
+    (:func:`~danlu.cli.spec_flags.by_flag`; ``flags``: more of them, by field); ``exc``
+    itself for any other field."""
+    field = exc.field or ""
+    if field in flags:
+        return flag_error(field, flags[field], exc.message)
+    named = by_flag(SpecError(field, exc.message), overrides, sets)
+    return named if isinstance(named, FlagValueError) else exc
+
+
+UPDATE_FLAGS = {
+    "priority": "--priority",
+    "time_limit": "--time-limit",
+    "deadline": "--deadline",
+    "max_restarts": "--max-restarts",
+    "resources.gpus": "--gpus",
+    "resources.gpu_memory": "--gpu-memory",
+}
+"""The ``danlu update`` flag that gives each field ``PATCH /jobs/{id}`` changes."""
 
 
 def update(
@@ -462,21 +570,74 @@ def update(
             high=1_000_000,
         ),
     ] = None,
+    time_limit: TimeLimitOpt = None,
+    deadline: Annotated[
+        str | None,
+        typer.Option(
+            "--deadline", help="Finish within this long of its submission: 6h, 2-00:00:00."
+        ),
+    ] = None,
+    gpus: GpusOpt = None,
+    gpu_memory: GpuMemoryOpt = None,
+    max_restarts: MaxRestartsOpt = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Change an unfinished job's priority (the next round ranks it anew)."""
-    if priority is None:
-        raise fail("nothing to change: give --priority")
-    data = ask(home, url, token, lambda c: c.update_job(job, priority=priority))
+    """Change an unfinished job: its priority (the next round ranks it anew), time limit or
+    deadline, also while it runs; its GPUs, GPU memory or max restarts while it is PENDING
+    (hold a running job first). Validated as a submission; each change is an event."""
+    resources = {"gpus": gpus, "gpu_memory": gpu_memory}
+    values: dict[str, Any] = {
+        "priority": priority,
+        "time_limit": time_limit,
+        "deadline": deadline,
+        "max_restarts": max_restarts,
+        **{f"resources.{key}": value for key, value in resources.items()},
+    }
+    given = [field for field, value in values.items() if value is not None]
+    if not given:
+        raise fail("nothing to change: give " + ", ".join(UPDATE_FLAGS.values()))
+    asked = {key: value for key, value in resources.items() if value is not None}
+
+    def change(client: Client) -> dict[str, Any]:
+        try:
+            return client.update_job(
+                job,
+                priority=priority,
+                time_limit=time_limit,
+                deadline=deadline,
+                max_restarts=max_restarts,
+                resources=asked or None,
+            )
+        except ApiError as exc:
+            flags = {field: UPDATE_FLAGS[field] for field in given}
+            raise _by_flag(exc, {}, (), flags) from None
+
+    data = ask(home, url, token, change)
     if json_out:
         print_json(data)
         return
-    console.print(
-        f"job [bold]{as_text(data.get('id'))}[/bold]: priority {as_text(data.get('priority'))}"
-    )
+    shown = ", ".join(_changed_text(data, field) for field in given if "gpu" not in field)
+    if gpus is not None or gpu_memory is not None:
+        shown += (", " if shown else "") + f"gpus {as_text(gpus_of(data))}"
+    console.print(f"job [bold]{as_text(data.get('id'))}[/bold]: {shown}", highlight=False)
+    for note in note_lines(data.get("notes")):
+        console.print(note, highlight=False)
+
+
+def _changed_text(job: dict[str, Any], field: str) -> str:
+    """A field ``danlu update`` changed, as the reply has it now: ``time_limit 2h``."""
+    spec = job.get("spec")
+    value = job.get(field) if field in ("priority", "time_limit") else None
+    if field in ("deadline", "max_restarts") and isinstance(spec, dict):
+        value = spec.get(field)
+    duration = field in ("time_limit", "deadline") and not isinstance(value, bool)
+    if not (duration and isinstance(value, int | float)):
+        return f"{field} {as_text(value)}"
+    after = " after its submission" if field == "deadline" else ""
+    return f"{field} {format_duration(value)}{after}"
 
 
 def hold(

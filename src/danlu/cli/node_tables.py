@@ -38,17 +38,33 @@ def memory_bar(used: int, total: int, width: int = BAR_WIDTH, sep: str = " ") ->
     return bar
 
 
+def _moment(at: float) -> str:
+    """POSIX seconds as a local time with its zone: ``2026-12-01 02:00 UTC``."""
+    try:
+        return datetime.fromtimestamp(at).astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    except (ValueError, OverflowError, OSError):  # past the calendar (a time stored in ms)
+        return f"{at:g} s after 1970"
+
+
 def scheduled(node: dict[str, Any]) -> str:
     """A node's scheduled cordon or drain in words (plain text, control characters written
-    as escapes): ``drain at 2026-12-01 02:00 UTC (in 3h): new DIMMs``."""
+    as escapes): ``drain at 2026-12-01 02:00 UTC (in 3h) until 2026-12-01 06:00 UTC: new
+    DIMMs`` (``until``: when it ends, the node uncordoned)."""
     at = float(node["close_at"])
-    try:
-        when = datetime.fromtimestamp(at).astimezone().strftime("%Y-%m-%d %H:%M %Z")
-    except (ValueError, OverflowError, OSError):  # past the calendar (a time stored in ms)
-        when = f"{at:g} s after 1970"
     left = format_duration(max(0.0, at - time.time()))
+    until = node.get("close_until")
+    ends = "" if until is None else f" until {_moment(float(until))}"
     reason = visible(str(node.get("close_reason") or ""))  # shown, not acted on
-    return f"{node.get('close_action')} at {when} (in {left})" + (f": {reason}" if reason else "")
+    return f"{node.get('close_action')} at {_moment(at)} (in {left}){ends}" + (
+        f": {reason}" if reason else ""
+    )
+
+
+def close_end(node: dict[str, Any]) -> str:
+    """When a node's cordon or drain ends (its ``open_at``), in words: ``until 2026-12-01
+    06:00 UTC (in 2h)``, the node uncordoned then."""
+    at = float(node["open_at"])
+    return f"until {_moment(at)} (in {format_duration(max(0.0, at - time.time()))})"
 
 
 def node_label(node: dict[str, Any]) -> str:
@@ -58,7 +74,8 @@ def node_label(node: dict[str, Any]) -> str:
     state = node.get("state") or "ready"
     if state != "ready":
         reason = node.get("cordon_reason") or ""
-        name += f" [{state}{': ' + str(reason) if reason else ''}]"
+        ending = f"; {close_end(node)}" if node.get("open_at") is not None else ""
+        name += f" [{state}{': ' + str(reason) if reason else ''}{ending}]"
     if node.get("close_at") is not None:
         name += f" [{scheduled(node)}]"
     return visible(name)

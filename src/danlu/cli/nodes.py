@@ -1,6 +1,6 @@
 """Nodes over the REST client: ``danlu nodes``, and for admins ``danlu cordon / drain /
-uncordon`` (now, or ``--at`` a later time: a maintenance window). Options, the client and
-errors are those of :mod:`danlu.cli.jobs`.
+uncordon`` (now, or ``--at`` a later time, and ``--until`` a time it ends: a maintenance
+window). Options, the client and errors are those of :mod:`danlu.cli.jobs`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from danlu.cli import top as top_view
 from danlu.cli import waiting
 from danlu.cli.fitted_table import print_whole
 from danlu.cli.markup import as_text
+from danlu.cli.node_tables import close_end
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, int_option
 from danlu.cli.reply_fields import checked_nodes
 from danlu.client.rest import read_across_restart
@@ -49,6 +50,15 @@ AtOpt = Annotated[
         "time of day, 02:00 (the next one), or a delay, +2h.",
     ),
 ]
+UntilOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--until",
+        help="Then it ends: the node is uncordoned (the end of a maintenance window). A time "
+        "as --at takes; a time of day or a delay counts from --at when given (--at 02:00 "
+        "--until +4h). Left out: until `danlu uncordon`.",
+    ),
+]
 
 
 GpuOpt = Annotated[
@@ -78,6 +88,8 @@ def _node_changed(data: dict[str, Any], json_out: bool, gpu: int | None = None) 
         rest = f" GPU {gpu}: {found.get('state') or '?'}" + _reason(found)
     else:
         rest = f": {data.get('state') or '?'}" + _reason(data)
+        if data.get("open_at") is not None:
+            rest += f"; {close_end(data)}"
         if data.get("close_at") is not None:
             rest += f"; {top_view.scheduled(data)}"
     # names and reasons are text, neither Rich markup nor control characters (a reason's
@@ -105,23 +117,48 @@ def _close(
     home: Path | None,
     url: str | None,
     token: str | None,
+    until: str | None = None,
 ) -> None:
     """Cordon (``drain``: drain) ``node`` (``gpu``: its GPU at that index) now, or ``at`` a
-    later time (``--at``)."""
+    later time (``--at``), until ``until`` (``--until``: :func:`window_end`)."""
     try:
-        when = None if at is None else parse_time(at, time.time(), "--at")
+        now = time.time()
+        when = None if at is None else parse_time(at, now, "--at")
+        ends = None if until is None else window_end(until, when, gpu, now)
     except DanluError as exc:
         raise common.fail(exc) from None
     data = common.ask(
-        home, url, token, lambda c: c.cordon(node, reason, drain=drain, at=when, gpu=gpu)
+        home,
+        url,
+        token,
+        lambda c: c.cordon(node, reason, drain=drain, at=when, gpu=gpu, until=ends),
     )
     _node_changed(data, json_out, gpu)
+
+
+def window_end(until: str, at: float | None, gpu: int | None, now: float) -> float:
+    """``--until``'s time: a time of day or a delay counts from ``at`` (``--at``'s time)
+    when that is later than ``now``, else from now. A :class:`SpecError` naming ``--until``
+    for one GPU's close (it has no end), or a time not later than the window's start (the
+    server checks it again, by its own clock)."""
+    if gpu is not None:
+        raise SpecError("--until", "a cordon or drain of one GPU has no end; leave out --until")
+    starts = at if at is not None and at > now else now
+    ends = parse_time(until, starts, "--until")
+    if ends <= starts:
+        since = "--at" if starts != now else "now"
+        raise SpecError(
+            "--until",
+            f"{until!r} is not later than {since}: give the time the window ends, e.g. --until +4h",
+        )
+    return ends
 
 
 def cordon(
     node: NodeArg,
     reason: ReasonOpt = "",
     at: AtOpt = None,
+    until: UntilOpt = None,
     gpu: GpuOpt = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
@@ -129,8 +166,8 @@ def cordon(
     token: TokenOpt = None,
 ) -> None:
     """Close a node (or with --gpu one of its GPUs) to new work (admin); the jobs on it run
-    on. Undo with `danlu uncordon`."""
-    _close(node, reason, at, False, gpu, json_out, home, url, token)
+    on. With --until, until then. Undo with `danlu uncordon`."""
+    _close(node, reason, at, False, gpu, json_out, home, url, token, until)
 
 
 DRAIN_POLL = 2.0
@@ -201,6 +238,7 @@ def drain(
     node: NodeArg,
     reason: ReasonOpt = "",
     at: AtOpt = None,
+    until: UntilOpt = None,
     gpu: GpuOpt = None,
     wait: Annotated[
         bool,
@@ -221,8 +259,8 @@ def drain(
 ) -> None:
     """Cordon a node (or with --gpu one of its GPUs) and preempt its jobs by checkpoint
     (admin): they resume elsewhere; a job that is not preemptible runs to its end. With
-    --at, at that time (a maintenance window); with --wait, until it is empty. Undo with
-    `danlu uncordon`."""
+    --at, at that time, and with --until until then (a maintenance window: the node is
+    uncordoned then); with --wait, until it is empty. Undo with `danlu uncordon`."""
     try:
         if wait and at is not None:
             raise SpecError("--wait", "waits for a drain done now; leave out --at")
@@ -231,7 +269,7 @@ def drain(
         seconds = waiting.parse_timeout(timeout)
     except DanluError as exc:
         raise common.fail(exc) from None
-    _close(node, reason, at, True, gpu, json_out, home, url, token)
+    _close(node, reason, at, True, gpu, json_out, home, url, token, until)
     if wait:
         try:
             wait_empty(home, url, token, node, gpu, seconds, quiet=json_out)
@@ -247,8 +285,9 @@ def uncordon(
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Open a cordoned or drained node to new work again, and drop a cordon or drain
-    scheduled for it (admin); its GPUs cordoned on their own stay so: open one with --gpu."""
+    """Open a cordoned or drained node to new work again, and drop the end its close had
+    and a cordon or drain scheduled for it (admin); its GPUs cordoned on their own stay so:
+    open one with --gpu."""
     data = common.ask(home, url, token, lambda c: c.uncordon(node, gpu))
     _node_changed(data, json_out, gpu)
 

@@ -136,6 +136,8 @@ NODE_FIELDS: Mapping[str, Field] = {
     "close_at": TIME,
     "close_action": TEXT,
     "close_reason": TEXT,
+    "close_until": TIME,
+    "open_at": TIME,
     "gpus": objects(GPU_FIELDS),
 }
 """A Node's fields that ``danlu nodes`` and ``top`` render (``docs/api.md``)."""

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from danlu.cli.interrupt import INTERRUPTED
-from danlu.cli.options import fail, float_option, path_of, refuse_empty
+from danlu.cli.options import error_line, fail, float_option, path_of, refuse_empty
 from danlu.core.errors import ConfigError, DanluError
 from danlu.core.values import plain_number_text
 
@@ -48,7 +48,14 @@ def parse_port(text: str) -> int:
 
 PortOpt = Annotated[
     int | None,
-    typer.Option("--port", help="HTTP port (default 8470; 0: any)", parser=parse_port),
+    typer.Option(
+        "--port",
+        help=(
+            "HTTP port (default 8470; 0: any free one, the home's port before where it is "
+            "free, which its running jobs report to)"
+        ),
+        parser=parse_port,
+    ),
 ]
 FakeOpt = Annotated[
     str | None,
@@ -172,6 +179,7 @@ def _start(
     from danlu.config import parse_option_pairs
     from danlu.core.fake_gpus import parse_fake_gpus
     from danlu.server.main import Prepared, prepare, run
+    from danlu.server.plane_lease import DatabaseInUse
 
     configure_logging()
     try:
@@ -208,6 +216,9 @@ def _start(
             fake_gpus=fake_gpus,
             take_over_lost_home=take_over_lost_home,
         )
+    except DatabaseInUse as exc:  # its own status: systemd must not start it again
+        error_line(exc)
+        raise typer.Exit(code=exc.exit_code) from None
     except (DanluError, OSError) as exc:
         raise fail(exc) from None
 

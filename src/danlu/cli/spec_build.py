@@ -47,15 +47,7 @@ def build_spec(
     data = load_spec_file(path, JOB_SPEC_FIX)
     if not isinstance(data, dict):
         raise SpecError("", f"a job spec must be a mapping of fields, got {given_words(data)}")
-    for key, value in overrides.items():
-        if value is not None:
-            set_path(data, key, value)
-    for item in sets:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise SpecError(key, f"--set {item!r}: write key=value, e.g. --set resources.gpus=2")
-        key = key.strip()
-        set_path(data, key, set_value(key, raw))
+    apply_flags(data, overrides, sets)
     after_from = 0  # the index in depends_on of the first entry --after adds
     if after:
         listed = data.get("depends_on") or []
@@ -79,6 +71,21 @@ def build_spec(
     if array is not None:  # as written: parse_array says what to write for a list, a bool
         body["array"] = array
     return body
+
+
+def apply_flags(data: dict[str, Any], overrides: dict[str, Any], sets: Sequence[str]) -> None:
+    """Set in ``data`` the flags' ``overrides`` (dotted fields, those not None), then each
+    ``--set key=value`` of ``sets`` (:func:`set_value`): a spec read from its file
+    (``danlu submit``), or the changes ``danlu rerun`` sends."""
+    for key, value in overrides.items():
+        if value is not None:
+            set_path(data, key, value)
+    for item in sets:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise SpecError(key, f"--set {item!r}: write key=value, e.g. --set resources.gpus=2")
+        key = key.strip()
+        set_path(data, key, set_value(key, raw))
 
 
 def set_value(key: str, raw: str) -> Any:

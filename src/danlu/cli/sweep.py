@@ -137,7 +137,8 @@ def sweep_states(given: list[str]) -> list[str] | None:
 
 
 def _sweeps_table(sweeps: list[dict[str, Any]]) -> TitledTable:
-    """``danlu sweep ls``'s table (server text as text, :func:`~danlu.cli.markup.as_text`)."""
+    """``danlu sweep ls``'s table (server text as text, :func:`~danlu.cli.markup.as_text`):
+    its text left-aligned, the trials' counts right, as ``danlu ls`` aligns its columns."""
     columns = ("ID", "NAME", "USER", "STATE", "TRIALS", "METRIC")
     rows = (
         (
@@ -150,7 +151,7 @@ def _sweeps_table(sweeps: list[dict[str, Any]]) -> TitledTable:
         )
         for s in sweeps
     )
-    return titled_table("sweeps", columns, rows)
+    return titled_table("sweeps", columns, rows, numbers=("TRIALS",))
 
 
 @sweep_app.command("show")
@@ -300,11 +301,10 @@ def _trials(data: dict[str, Any]) -> Any:
         for t in trials
     ]
     if metric is None:  # no metric's column, nor the step's
-        return titled_table(
-            title, (first, "JOB", "STATE", "PARAMETERS"), ([*r[:3], r[5]] for r in rows)
-        )
+        shown = (first, "JOB", "STATE", "PARAMETERS")
+        return titled_table(title, shown, ([*r[:3], r[5]] for r in rows), numbers=())
     columns = (first, "JOB", "STATE", as_text(metric), "STEP", "PARAMETERS")
-    return titled_table(title, columns, rows)
+    return titled_table(title, columns, rows, numbers=columns[3:5])
 
 
 def _parameters(trial: dict[str, Any]) -> list[tuple[str, Any]]:

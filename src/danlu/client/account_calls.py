@@ -185,14 +185,18 @@ class AccountCalls:
         drain: bool = False,
         at: float | None = None,
         gpu: int | None = None,
+        until: float | None = None,
     ) -> dict[str, Any]:
         """``POST /cluster/nodes/{name}/cordon`` (``drain``: ``.../drain``; admin): close the
         node (``gpu``: only its GPU at that index) to new work (and preempt its jobs by
-        checkpoint), now or ``at`` (POSIX seconds) when that is later; returns the Node."""
+        checkpoint), now or ``at`` (POSIX seconds) when that is later, until ``until``
+        (POSIX seconds; None: until uncordoned); returns the Node."""
         action = "drain" if drain else "cordon"
         body: dict[str, Any] = {"reason": reason}
         if at is not None:
             body["at"] = at
+        if until is not None:
+            body["until"] = until
         if gpu is not None:
             body["gpu"] = gpu
         return self._object("POST", f"/cluster/nodes/{seg(node, 'node')}/{action}", json=body)

@@ -174,21 +174,46 @@ class JobCalls(AccountCalls):
         return self._object("GET", f"/jobs/{seg(job, 'job')}")
 
     def update_job(
-        self, job: str, *, priority: int | None = None, held: bool | None = None
+        self,
+        job: str,
+        *,
+        priority: int | None = None,
+        held: bool | None = None,
+        time_limit: float | str | None = None,
+        deadline: float | str | None = None,
+        max_restarts: int | None = None,
+        resources: Mapping[str, Any] | None = None,
     ) -> JobDict:
-        """``PATCH /jobs/{id}``: change an unfinished job's priority, hold a job or
-        release it; returns the Job."""
-        body = clean({"priority": priority, "held": held})
+        """``PATCH /jobs/{id}``: change an unfinished job's priority, time limit or deadline
+        (seconds, or a duration such as ``2h``: the spec's), and a queued one's
+        ``max_restarts`` and ``resources`` (fields of the spec's, merged into the job's:
+        ``{"gpus": 2}``); hold a job or release it. Returns the Job with the change's
+        ``notes`` (a server older than them sends none)."""
+        body = clean(
+            {
+                "priority": priority,
+                "held": held,
+                "time_limit": time_limit,
+                "deadline": deadline,
+                "max_restarts": max_restarts,
+                "resources": None if resources is None else mapping_body(resources, "resources"),
+            }
+        )
         return self._object("PATCH", f"/jobs/{seg(job, 'job')}", json=body)
 
     def cancel(self, job: str) -> JobDict:
         """``POST /jobs/{id}/cancel``: returns the Job."""
         return self._object("POST", f"/jobs/{seg(job, 'job')}/cancel")
 
-    def rerun(self, job: str) -> JobDict:
-        """``POST /jobs/{id}/rerun``: submit a finished job again; returns the new Job with
-        its submission's ``notes``, as :meth:`submit` does."""
-        return self._made("POST", f"/jobs/{seg(job, 'job')}/rerun")
+    def rerun(self, job: str, changes: Mapping[str, Any] | None = None) -> JobDict:
+        """``POST /jobs/{id}/rerun``: submit a finished job again, with ``changes`` to its
+        spec when given (fields as a spec writes them; a mapping is merged into the spec's:
+        ``{"resources": {"gpus": 2}, "env": {"SEED": "2"}}``); returns the new Job with its
+        submission's ``notes``, as :meth:`submit` does."""
+        path = f"/jobs/{seg(job, 'job')}/rerun"
+        if not changes:
+            return self._made("POST", path)
+        return self._made("POST", path, json=mapping_body(changes, "changes"))
 
     def submit_sweep(self, spec: Mapping[str, Any]) -> JobDict:
         """``POST /sweeps``: submit a sweep spec; returns the Sweep with its first trials."""

@@ -24,6 +24,7 @@ from danlu.executors.errors import (
     JobAlreadyRunningError,
     LaunchError,
     NodeLaunchError,
+    PartitionClosedError,
     UnknownHandleError,
     is_node_fault,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "MultiNodeExecutor",
     "NodeLaunchError",
     "Outcome",
+    "PartitionClosedError",
     "RunState",
     "Script",
     "StopReason",

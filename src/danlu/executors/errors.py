@@ -9,6 +9,7 @@ DanluError
     ├── ExecutorUnavailableError    the executor's backend (Slurm's controller) is unreachable
     └── LaunchError                 the job could not be started (missing program, ...)
         └── NodeLaunchError         ... for the node's reasons (disk full, no processes left)
+            └── PartitionClosedError    ... as the cluster's partition takes no job now
 """
 
 from __future__ import annotations
@@ -63,6 +64,20 @@ class NodeLaunchError(LaunchError):
     def __init__(self, message: str, nodes: Collection[str] | None = None) -> None:
         super().__init__(message)
         self.nodes: tuple[str, ...] | None = None if nodes is None else tuple(nodes)
+
+
+class PartitionClosedError(NodeLaunchError):
+    """The cluster's partition that danlu runs its jobs in takes no job now (Slurm reports it
+    ``DRAIN``, ``INACTIVE`` or ``DOWN``, or it is gone): neither the job's fault nor a node's.
+    The control plane re-queues the job with no restart counted and no node blamed, its
+    reason saying the partition is closed (the message names it and its state).
+    ``partition``: its name (None: the cluster's default one); ``state``: what the cluster
+    reports of it (``""``: not known, or no such partition listed)."""
+
+    def __init__(self, message: str, partition: str | None, state: str) -> None:
+        super().__init__(message, nodes=())
+        self.partition = partition
+        self.state = state
 
 
 NODE_ERRNOS = frozenset(

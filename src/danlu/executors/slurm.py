@@ -80,9 +80,10 @@ filesystem the nodes share, as Slurm clusters' home directories are.
   :class:`~danlu.executors.errors.NodeLaunchError`, which the control plane counts against
   the node (and cordons it after a few). While Slurm reports the partition itself ``DOWN``,
   ``DRAIN`` or ``INACTIVE``, every node of it is closed (:meth:`SlurmExecutor.closed_nodes`),
-  and an ``sbatch`` Slurm refuses for it is a :class:`~danlu.executors.errors.NodeLaunchError`
-  of no node (:func:`~danlu.executors.slurm_batch.refused`): the job waits, no restart
-  counted.
+  and an ``sbatch`` Slurm refuses for it is a
+  :class:`~danlu.executors.errors.PartitionClosedError` naming the partition and the state
+  Slurm reports of it then (:func:`~danlu.executors.slurm_batch.refused`): the job waits, no
+  restart counted, no node blamed.
 """
 
 from __future__ import annotations
@@ -132,6 +133,7 @@ from danlu.executors.slurm_batch import BATCH as BATCH
 from danlu.executors.slurm_batch import TASK_SCRIPT as TASK_SCRIPT
 from danlu.executors.slurm_batch import (
     batch_script,
+    closes,
     refused,
     sbatch_options,
     unsent,
@@ -278,9 +280,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         return self._cluster
 
     def _read_inventory(self) -> Cluster:
-        nodes = self._commands.nodes(self._partition)
-        if not nodes:
-            raise ExecutorError("Slurm lists no nodes; check SLURM_CONF and the partition")
+        nodes = partition_nodes(self._commands, self._partition)
         cluster = refreshed_cluster(self._cluster, [self._node(n) for n in nodes], "slurm")
         partition = self._commands.partition_state(self._partition) if self._partition else ""
         self._nodes, self._partition_state = nodes, partition
@@ -352,8 +352,9 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         :class:`NodeLaunchError` when Slurm reports one of its nodes down or drained,
         :class:`ExecutorUnavailableError` when Slurm's controller cannot be reached (nothing
         was submitted), and :class:`LaunchError` when ``sbatch`` refuses it (a
-        :class:`NodeLaunchError` of no node when the partition takes no job: drained or
-        inactive in Slurm, or gone; :func:`~danlu.executors.slurm_batch.refused`). An ``sbatch``
+        :class:`PartitionClosedError`, naming the partition's state, when the partition takes
+        no job: drained or inactive in Slurm, or gone;
+        :func:`~danlu.executors.slurm_batch.refused`). An ``sbatch``
         that timed out (Slurm may have taken the job) returns the run's handle, tracked by
         its job name (:meth:`_unconfirmed`)."""
         cluster = self.inventory()
@@ -421,9 +422,10 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             return self._unconfirmed(job, run_dir, record, exc)
         except SbatchUnreadError as exc:  # Slurm took it: deleting its run would orphan it
             return self._unconfirmed(job, run_dir, record, exc)
-        except SlurmError as exc:  # the partition closed: a NodeLaunchError, no restart
+        except SlurmError as exc:  # the partition closed: a PartitionClosedError, no restart
             shutil.rmtree(run_dir, ignore_errors=True)
-            raise refused(job.job_id, exc, self._partition, self._sbatch_options) from exc
+            state = self._refusing_state(exc)
+            raise refused(job.job_id, exc, self._partition, self._sbatch_options, state) from exc
         record["slurm_id"] = slurm_id
         try:
             supervise.write_json(run_dir / supervise.LAUNCH, record)
@@ -433,6 +435,20 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         self._states[slurm_id] = SlurmJob(slurm_id, "PENDING")
         self._started(run_dir, record)
         return Handle(job.job_id, job.run_attempt)
+
+    def _refusing_state(self, exc: SlurmError) -> str | None:
+        """What Slurm reports of danlu's partition after it refused an ``sbatch`` (``exc``)
+        as the partition takes no job (:func:`~danlu.executors.slurm_batch.closes`), named in
+        the launch's error: ``DRAIN``, ``INACTIVE``...; ``""`` when ``sinfo`` lists no such
+        partition. None when the refusal is another, Slurm's default partition is used (its
+        name is not known), or Slurm cannot say now."""
+        if self._partition is None or not closes(exc):
+            return None
+        try:
+            return self._commands.partition_state(self._partition)
+        except SlurmError as read:
+            log.warning("cannot read partition %s's state: %s", self._partition, read)
+            return None
 
     def _unconfirmed(
         self, job: JobLaunch, run_dir: Path, record: dict[str, Any], exc: SlurmError
@@ -707,6 +723,17 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             slurm_stops.term_due(run_dir, launch)
             if state.state != slurm_stops.SUSPENDED:  # else sent at the polls (refused now)
                 slurm_stops.send_term(self._commands, run_dir, launch, slurm_id, now)
+
+
+def partition_nodes(commands: SlurmCommands, partition: str | None) -> list[SlurmNode]:
+    """The nodes of ``partition`` (None: every node) as Slurm lists them, with no executor
+    made (``danlu server`` asks before it makes its home: :func:`danlu.server.main.prepare`).
+    Raises :class:`SlurmUnavailableError` when Slurm's controller cannot be reached, and
+    :class:`ExecutorError` when Slurm lists no nodes there or no such partition."""
+    nodes = commands.nodes(partition)
+    if not nodes:
+        raise ExecutorError("Slurm lists no nodes; check SLURM_CONF and the partition")
+    return nodes
 
 
 def _state_message(slurm_id: int, state: SlurmJob) -> str:

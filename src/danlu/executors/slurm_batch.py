@@ -20,7 +20,7 @@ from typing import Any
 
 from danlu.executors import slurm_task
 from danlu.executors.base import Outcome, StopReason
-from danlu.executors.errors import ExecutorError, LaunchError, NodeLaunchError
+from danlu.executors.errors import ExecutorError, LaunchError, PartitionClosedError
 from danlu.executors.slurm_names import run_name
 from danlu.executors.slurmctl import SlurmError
 
@@ -106,30 +106,52 @@ def slurm_pattern(path: str) -> str:
     return path.replace("%", "%%")
 
 
+def closes(exc: SlurmError) -> bool:
+    """Whether Slurm refused an ``sbatch`` (``exc``) as its partition takes no job (drained
+    or inactive in Slurm) or is gone: no fault of the job's."""
+    return bool(_PARTITION_CLOSED.search(str(exc)))
+
+
 def refused(
-    job_id: str, exc: SlurmError, partition: str | None, admin: Sequence[str]
+    job_id: str,
+    exc: SlurmError,
+    partition: str | None,
+    admin: Sequence[str],
+    state: str | None = None,
 ) -> LaunchError:
     """The launch error of job ``job_id`` whose ``sbatch`` Slurm refused (``exc``). A
-    partition that takes no job (drained or inactive in Slurm, or gone) is no fault of the
-    job's: a :class:`NodeLaunchError` of no node, which the control plane re-queues without
-    counting a restart (a partition drained for maintenance failed every job submitted
-    meanwhile, each after its restarts), naming the fix. Otherwise the job's launch failed;
-    when the submission carried the ``admin``'s options (``DANLU_SLURM_SBATCH_OPTIONS``),
-    which Slurm may be refusing (``--time=abc``), the error names them: a user who never
-    gave them could not tell why."""
+    partition that takes no job (:func:`closes`: drained or inactive in Slurm, or gone) is no
+    fault of the job's nor of a node's: a :class:`PartitionClosedError`, which the control
+    plane re-queues without counting a restart (a partition drained for maintenance failed
+    every job submitted meanwhile, each after its restarts), its message naming the
+    partition and ``state``, what Slurm reports of it just after the refusal (``sinfo``'s
+    ``%a``: ``DRAIN``, ``INACTIVE``, ``DOWN``; ``""``: no such partition listed; None: not
+    read), and the fix. Otherwise the job's launch failed; when the submission carried the
+    ``admin``'s options (``DANLU_SLURM_SBATCH_OPTIONS``), which Slurm may be refusing
+    (``--time=abc``), the error names them: a user who never gave them could not tell why."""
     name = f"partition {partition}" if partition else "Slurm's default partition"
     said = f"Slurm refused job {job_id}: {exc}"
-    if _PARTITION_CLOSED.search(str(exc)):
+    if closes(exc):
         fix = (
             f"scontrol update PartitionName={partition} State=UP"
             if partition
             else "scontrol update PartitionName=... State=UP"
         )
-        return NodeLaunchError(
-            f"{said}; {name} takes no job now: it is drained or inactive in Slurm ({fix} "
-            "opens it) or gone (DANLU_SLURM_PARTITION names one that sinfo lists)",
-            nodes=(),
-        )
+        if state and state != "UP":
+            why = f"Slurm reports {name} {state}: it takes no job until {fix}"
+        elif state == "UP":
+            why = f"{name} took no job then (Slurm reports it UP again now)"
+        elif state == "" and partition:
+            why = (
+                f"sinfo lists no {name}: it is gone (DANLU_SLURM_PARTITION names one that "
+                "sinfo lists)"
+            )
+        else:
+            why = (
+                f"{name} takes no job now: it is drained or inactive in Slurm ({fix} "
+                "opens it) or gone (DANLU_SLURM_PARTITION names one that sinfo lists)"
+            )
+        return PartitionClosedError(f"{why}; {said}", partition, state or "")
     if admin:
         said += (
             f" (the submission carried DANLU_SLURM_SBATCH_OPTIONS={shlex.join(admin)!r}; "

@@ -192,6 +192,16 @@ def slurm_exit(job: SlurmJob) -> tuple[int | None, int | None]:
     return code, sig
 
 
+def ended_said(state: str, reason: str) -> str:
+    """``ended STATE (REASON)``: how a run's message names the ended ``state`` of its Slurm
+    job and Slurm's ``reason`` for it (``ended TIMEOUT (TimeLimit)``, ``ended NODE_FAIL
+    (NodeDown)``), the reason left out where Slurm gives none. A job Slurm ended by itself
+    (its time limit, its own preemption, a node lost, an admin's ``scancel``) is told apart
+    only by these: its tasks saw a SIGTERM, and a checkpoint (exit 75) looks the same."""
+    why = slurm_waiting.given_reason(reason)
+    return f"ended {state}" + (f" ({why})" if why else "")
+
+
 def run_result(
     run_dir: Path,
     launch: dict[str, Any],
@@ -211,7 +221,10 @@ def run_result(
     :func:`~danlu.executors.base.classify_exit`); ``log_dir`` is the executor's log
     directory, named in the error of a job Slurm could not launch. Slurm's ``OUT_OF_MEMORY``
     is an OOM and ``NODE_FAIL`` or ``BOOT_FAIL`` a run lost with its node, unless the exits
-    every node recorded decide (:func:`exits_decide`)."""
+    every node recorded decide (:func:`exits_decide`). A job Slurm ended by itself
+    (``TIMEOUT``, ``DEADLINE``, ``PREEMPTED``, ``CANCELLED`` with no stop asked, a node lost)
+    has Slurm's state and reason in ``error`` (:func:`ended_said`), whatever its exit: a
+    checkpoint after Slurm's SIGTERM is told from one after a host's only by them."""
     code: int | None = None
     sig: int | None = None
     finished = now
@@ -249,23 +262,24 @@ def run_result(
         )
     decided = exits_decide(state, exits, len(launch.get("nodes") or []))
     lost = state in NODE_LOST_STATES and not decided
+    said = ended_said(state, job.reason if job is not None else "")
     if state == "OUT_OF_MEMORY" and not decided:
         outcome = Outcome.OOM
     elif lost:
         outcome, error = (
             Outcome.PREEMPTED,
-            f"a node of Slurm job {slurm_id} {NODE_LOST_STATES[state]}",
+            f"a node of Slurm job {slurm_id} {NODE_LOST_STATES[state]}: it {said}",
         )
     elif error:
         outcome = Outcome.PREEMPTED if reason is StopReason.PREEMPT else Outcome.FAILED
     else:
         outcome = classify_exit(code, log_tail(), reason)
         if decided:
-            error = f"Slurm job {slurm_id} ended {state} after every node recorded its exit"
+            error = f"Slurm job {slurm_id} {said} after every node recorded its exit"
         elif state in {"TIMEOUT", "DEADLINE", "PREEMPTED"} or (
             state == "CANCELLED" and reason is None
         ):
-            error = f"Slurm job {slurm_id} ended {state}"
+            error = f"Slurm job {slurm_id} {said}"
     if sig is None:
         sig = exit_signal(code)  # 128 + N: died of signal N (255 is none)
     return {

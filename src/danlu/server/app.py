@@ -16,7 +16,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import select
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -40,6 +41,7 @@ from danlu.executors.slurm import SlurmExecutor
 from danlu.executors.slurmctl import SlurmCommands
 from danlu.sched.project_usage import usage_half_life
 from danlu.server.db import Database, upgrade_database
+from danlu.server.db.models import Job
 from danlu.server.energy import EnergyLoop
 from danlu.server.errors import (
     AdmissionError,
@@ -65,6 +67,7 @@ from danlu.server.routes.deps import (
     version,
 )
 from danlu.server.services import cluster as cluster_service
+from danlu.server.services.projects import HOLDING
 from danlu.server.webhook_sender import WebhookSender
 
 log = logging.getLogger(__name__)
@@ -583,6 +586,39 @@ def create_app(
     return app
 
 
+LEFT_SHOWN = 10
+"""Jobs :func:`say_left_running` names at most (the rest counted)."""
+
+
+def say_left_running(db: Database) -> None:
+    """Log, as a control plane's loops stop, the jobs it leaves running: stopping it stops
+    no job (docs/deploy.md, "Restarts lose nothing"), and the control plane started next on
+    its home adopts them. A database that cannot be read is said too: they run on all the
+    same."""
+    try:
+        with db.read_session() as session:
+            query = select(Job.id).where(Job.state.in_(HOLDING)).order_by(Job.seq)
+            running = list(session.scalars(query))
+    except SQLAlchemyError as exc:
+        log.info(
+            "stopping: the running jobs keep running (the database could not say which: %s)",
+            str(getattr(exc, "orig", None) or exc).strip().splitlines()[0],
+        )
+        return
+    if not running:
+        log.info("stopping: no job is running")
+        return
+    shown = ", ".join(running[:LEFT_SHOWN])
+    more = f" and {len(running) - LEFT_SHOWN} more" if len(running) > LEFT_SHOWN else ""
+    log.info(
+        "stopping: %d running job(s) keep running (%s%s): stopping the control plane stops "
+        "no job; the one started next on this home adopts them",
+        len(running),
+        shown,
+        more,
+    )
+
+
 def _renew(state: ServerState) -> None:
     """Make again what a lifespan's end closed for good, for the next lifespan: the warm
     tracers (as many spares as the settings say) and the token-use writes."""
@@ -634,6 +670,7 @@ def _app(
             ended = True
             for loop in loops:
                 close_quietly(f"the {type(loop).__name__}", loop.stop)
+            say_left_running(db)  # the loops stopped: what runs now runs on without them
             tracers = state.tracers
             if tracers is not None:
                 close_quietly("the warm tracers", tracers.close)

@@ -4,7 +4,10 @@
 A pass launches the jobs its round started and those recorded as started but never
 launched. Each launch is made with the job's row locked with the loop's token; the launch
 itself (process I/O) is made outside any transaction. A launch that fails for the node's
-reasons (a full disk) re-queues its job with no restart counted; one that no launch can be
+reasons (a full disk), or that the cluster refuses as its partition takes no job (Slurm's
+partition drained), re-queues its job with no restart counted; one the executor cannot make
+as it cannot reach its cluster (Slurm's controller down) leaves the job its GPUs, its
+``pending_reason`` saying so until a launch goes through; one that no launch can be
 made of fails its job; any other failure of one job's launch is reported, and the pass goes
 on with the next job. Each run is ``(job id, attempt)`` and the executor refuses a second
 run of a job id while one runs, so nothing runs twice: a launch that finds the job's earlier
@@ -37,6 +40,7 @@ from danlu.executors import (
     JobLaunch,
     NodeLaunchError,
     Outcome,
+    PartitionClosedError,
     RunState,
     StopReason,
     UnknownHandleError,
@@ -45,8 +49,10 @@ from danlu.executors import (
 from danlu.executors.accounts import os_account
 from danlu.server.db import Database, Job, JobEvent
 from danlu.server.run_as import give_to
+from danlu.server.run_exits import storable
 from danlu.server.services import jobs, locks, nodes, users
 from danlu.server.services.admission import relative_file_url
+from danlu.server.services.job_reasons import PARTITION_CLOSED, UNREACHED
 from danlu.server.services.projects import HOLDING
 from danlu.server.services.view import lost_gpus, to_allocation
 
@@ -249,11 +255,17 @@ class LaunchStep:
             log.warning("reconcile: cannot launch %s now: %s", job_id, exc)
             report.errors.append(f"launch {job_id}: {exc}")
             self._discard_token(job_id, launch.token, report)
+            self._note_unreached(job_id, attempt, str(exc), report)
         except SpecError as exc:  # (InvalidLaunchError) the same launch is refused again
             log.warning("reconcile: the executor refuses the launch of %s: %s", job_id, exc)
             self._discard_token(job_id, launch.token, report)
             self._fail_unlaunchable(job_id, exc, t, report)
         except (ExecutorError, OSError) as exc:  # OSError: one job's files, not the pass
+            if isinstance(exc, PartitionClosedError):  # no node's fault: none blamed
+                log.warning("reconcile: %s not launched, %s: %s", job_id, PARTITION_CLOSED, exc)
+                error, cause = str(exc), PARTITION_CLOSED
+                self._requeue_unlaunched(job_id, attempt, error, t, report, (), cause=cause)
+                return set()
             if is_node_fault(exc):
                 log.warning("reconcile: the node could not launch %s: %s", job_id, exc)
                 blamed = exc.nodes if isinstance(exc, NodeLaunchError) else None
@@ -296,6 +308,8 @@ class LaunchStep:
                     job = self._held(session, launch.job_id, launch.attempt)
                     if job is not None and job.last_start is not None and job.last_start < t:
                         job.last_start = t
+                if taken:  # launched: no longer waiting for an unreachable cluster
+                    self._clear_unreached(session, [launch.job_id for launch in taken])
                 if went and not self.executor.start_seen_at_poll:
                     # an executor that learns of a start only at a poll (Ray: the actor may
                     # fail to start on its node after the submit) has the count started
@@ -327,8 +341,54 @@ class LaunchStep:
                         .values(launched_attempt=attempt)
                         .execution_options(synchronize_session=False)
                     )
+                self._clear_unreached(session, [job_id for job_id, _ in runs])
         except (DanluError, SQLAlchemyError) as exc:
             report.errors.append(f"poll: cannot record the launches of running runs: {exc}")
+
+    def _note_unreached(self, job_id: str, attempt: int, error: str, report: RoundReport) -> None:
+        """Say in the ``pending_reason`` of ``job_id`` (RUNNING, its run ``attempt`` not
+        launched) that the executor cannot reach its cluster (``error``: Slurm's controller
+        down), so nothing was submitted: placed by the scheduler, the job keeps its GPUs and
+        its launch is tried at every pass, but without this it read as running on them
+        (``danlu show``, ``danlu why``, the API) while nothing ran. Cleared once a launch goes
+        through (:meth:`_clear_unreached`). A Core UPDATE while this loop holds the row, made
+        only when the reason changes, that leaves the job's version (a reason is advice, not
+        state), and never over a held job's reason (who held it). A store that fails now
+        leaves it for the next pass."""
+        reason = storable(
+            f"{UNREACHED} ({error}): it keeps its GPUs and is launched once the cluster answers"
+        )
+        try:
+            with self.db.session() as session:
+                session.execute(
+                    update(Job)
+                    .where(
+                        Job.id == job_id,
+                        Job.lock_token == self.token,
+                        Job.attempt == attempt,
+                        Job.state == JobState.RUNNING.value,
+                        Job.held_at.is_(None),
+                        Job.pending_reason.is_distinct_from(reason),
+                    )
+                    .values(pending_reason=reason)
+                    .execution_options(synchronize_session=False)
+                )
+        except (DanluError, SQLAlchemyError) as exc:  # advice only: never the pass's end
+            report.errors.append(f"launch {job_id}: cannot record why it waits: {exc}")
+
+    def _clear_unreached(self, session: Session, job_ids: list[str]) -> None:
+        """Clear the reason :meth:`_note_unreached` gave ``job_ids``, launched now (rows this
+        loop holds), in ``session``'s transaction; another reason (a hold's) stays."""
+        session.execute(
+            update(Job)
+            .where(
+                Job.id.in_(job_ids),
+                Job.lock_token == self.token,
+                Job.pending_reason.startswith(UNREACHED, autoescape=True),
+            )
+            .values(pending_reason=None)
+            .execution_options(synchronize_session=False)
+        )
 
     def _discard_token(self, job_id: str, token: str | None, report: RoundReport) -> None:
         """Delete the token issued for a launch of ``job_id`` the executor refused for now

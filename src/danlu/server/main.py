@@ -11,6 +11,7 @@ import ipaddress
 import json
 import logging
 import os
+import signal
 import socket
 import stat
 import sys
@@ -19,20 +20,32 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import IO
 
 import uvicorn
 from fastapi import FastAPI
 from sqlalchemy.exc import OperationalError
 
-from danlu.config import Settings, check_executor_settings
+from danlu.config import Settings, check_executor_settings, job_base_env
 from danlu.core.errors import ConfigError
 from danlu.devices import Inventory, fake_inventory, inventory_from_cluster
 from danlu.executors import Executor, ExecutorError
+from danlu.executors.slurm import partition_nodes
+from danlu.executors.slurmctl import SlurmCommands
 from danlu.server.app import build_cluster_executor, build_executor, create_app, is_full
 from danlu.server.db import Database, upgrade_database
 from danlu.server.db.engine import database_shown, sqlite_file
 from danlu.server.gpus import find_inventory
+from danlu.server.home_port import (
+    JobsAddress,
+    ListenError,
+    port_to_bind,
+    read_address,
+    record_address,
+    running_jobs,
+    tell_jobs_address,
+)
 from danlu.server.loops import close_quietly
 from danlu.server.plane_lease import (
     LeaseWatch,
@@ -154,7 +167,8 @@ def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port`` (port 0: a free one), which uvicorn serves.
     It listens at once: with ``SO_REUSEADDR`` (a restart need not wait out the old
     server's connections) a port only bound by another server could be bound again, so
-    a second server on a port would pass this check and fail later, in uvicorn."""
+    a second server on a port would pass this check and fail later, in uvicorn. An address
+    it cannot listen on is a :class:`~danlu.server.home_port.ListenError`."""
     check_port(port)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -165,12 +179,30 @@ def bind(host: str, port: int) -> socket.socket:
     except BIND_ERRORS as exc:
         sock.close()
         reason = _bind_failure(exc)
-        raise ConfigError(
+        raise ListenError(
             f"cannot listen on --host {host} --port {port}: {reason}; pick an address of this "
-            "machine and a free port (--port 0 picks one)"
+            "machine and a free port (--port 0 picks one)",
+            reason,
         ) from None
     sock.set_inheritable(False)
     return sock
+
+
+def listen_for_home(
+    host: str, wanted: int, recorded: JobsAddress | None
+) -> tuple[socket.socket, str | None]:
+    """:func:`bind` for a plane asked for ``--port wanted`` on a home whose plane gave its
+    jobs the address ``recorded``: for ``--port 0``, on that address's port again
+    (:func:`~danlu.server.home_port.port_to_bind`), or on any free port where that one
+    cannot be bound (taken). The socket, and why the recorded port could not be bound
+    (None: it was, or was not tried)."""
+    port = port_to_bind(wanted, recorded)
+    if port == wanted:
+        return bind(host, wanted), None
+    try:
+        return bind(host, port), None
+    except ListenError as exc:
+        return bind(host, 0), exc.reason
 
 
 def _resolves(name: str) -> bool:
@@ -429,6 +461,23 @@ CLUSTER_HINTS = {
 """What to check when a cluster executor cannot read its nodes at start-up."""
 
 
+def check_cluster(settings: Settings) -> None:
+    """Refuse a start-up with Slurm (``--executor slurm``) whose nodes cannot be read (its
+    controller unreachable, ``SLURM_CONF`` wrong, a partition with no nodes) before anything
+    is made: the executor itself is built once the store is open and the port bound (it
+    needs the URL the jobs are told, and keeps its records in the home), and a start-up
+    refused only then left the home and the database behind. Ray's cluster is reached as
+    its executor connects (``ray.init``), which stays there."""
+    if settings.executor != "slurm":
+        return
+    try:
+        partition_nodes(SlurmCommands(job_base_env()), settings.slurm_partition)
+    except ExecutorError as exc:
+        raise ConfigError(
+            f"--executor slurm: cannot read the cluster's nodes: {exc}; {CLUSTER_HINTS['slurm']}"
+        ) from None
+
+
 def prepare(
     settings: Settings,
     *,
@@ -448,12 +497,14 @@ def prepare(
     live one, unless ``take_over_lost_home`` gives the home that launched the database's
     running jobs up as lost: :data:`~danlu.server.plane_lease.TAKE_OVER_FLAG`; with
     ``start_loops`` only), bootstrap the admin token (``{home}/admin.token``,
-    mode 0600), find the GPUs, bind the port and build the app with its local executor,
-    whose reconcile loop holds that lease. The URL handed to the jobs and the CLI names
-    :func:`advertised_host` (this host's name for a wildcard ``host``). What can be checked
-    without making anything (the settings, ``port``, ``host``, ``fake_gpus``; for a home not
-    made yet, the port bound) is checked before the home is made: a refused start-up leaves
-    no home behind."""
+    mode 0600), find the GPUs, bind the port (for ``port`` 0, the one the home's jobs were
+    told before where it is free: :func:`listen_for_home`) and build the app with its local
+    executor, whose reconcile loop holds that lease, then record the address the jobs are
+    told (:func:`~danlu.server.home_port.record_address`). The URL handed to the jobs and the
+    CLI names :func:`advertised_host` (this host's name for a wildcard ``host``). What can be
+    checked without making anything (the settings, ``port``, ``host``, ``fake_gpus``; for a
+    home not made yet, the port bound) is checked before the home is made: a refused start-up
+    leaves no home behind."""
     home = Path(settings.home)
     check_run_as(settings)
     check_executor_settings(settings, fake_gpus)  # before anything is made
@@ -465,6 +516,7 @@ def prepare(
     check_listen_address(host)
     if settings.executor == "local" and fake_gpus:
         fake_inventory(fake_gpus)
+    check_cluster(settings)  # Slurm answers: before the home and the database are made
     # a new home's port is bound before the home is made: a port taken left the home made
     # (admin.token, danlu.db, logs/); an existing home's is bound later, so that a second
     # plane on it is told the home is in use, not that the port is
@@ -502,11 +554,22 @@ def prepare(
             if settings.executor != "local"
             else find_inventory(fake_gpus or settings.fake_gpus, announce)
         )
-        sock = sock or bind(host, wanted_port)
+        recorded = read_address(home)  # what the jobs still running were told
+        taken: str | None = None
+        if sock is None:
+            sock, taken = listen_for_home(host, wanted_port, recorded)
         bound_host, bound_port = sock.getsockname()[:2]
         reached = advertised_host(bound_host, announce)
         shown = f"[{reached}]" if ":" in reached else reached
         url = f"http://{shown}:{bound_port}"
+        tell_jobs_address(
+            recorded=recorded,
+            wanted=wanted_port,
+            port=bound_port,
+            taken=taken,
+            running=lambda: running_jobs(settings.db_url),
+            announce=announce,
+        )
         if inventory is None:
             try:
                 executor = build_cluster_executor(settings, url)
@@ -531,6 +594,7 @@ def prepare(
         if lease is not None:
             app.state.reconciler.hold_lease(lease)
             lease = None
+        record_address(home, url, bound_port)  # the address its jobs are told from now on
     except BaseException:
         if lease is not None:
             _release_scheduler(settings, lease)
@@ -591,6 +655,8 @@ class _Server(uvicorn.Server):
         self.executor = executor
         self._record_lock = threading.Lock()
         self._stopping = False
+        self.stop_signal: int | None = None
+        """The first signal that told it to stop (None: none yet, or told otherwise)."""
 
     def record(self, url: str) -> bool:
         """Write ``server.json`` naming ``url``, unless the shutdown has begun; whether it
@@ -601,11 +667,46 @@ class _Server(uvicorn.Server):
             write_server_json(self.home, url, self.executor)
             return True
 
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # no logging here, in a signal handler: the log's lock may be held by the code the
+        # signal interrupted; :meth:`shutdown` says why it stops
+        if self.stop_signal is None:
+            self.stop_signal = sig
+        super().handle_exit(sig, frame)
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """Stop (the log says why, and that it stopped): ``server.json`` removed first, then
+        uvicorn's shutdown, which ends the app's lifespan (its loops stop; the log says what
+        runs on: :func:`~danlu.server.app.say_left_running`)."""
         with self._record_lock:
             self._stopping = True
             remove_server_json(self.home)
+        log.info(
+            "control plane stopping (%s): no new requests; those in progress have %d s",
+            stop_cause(self.stop_signal),
+            GRACEFUL_SHUTDOWN,
+        )
         await super().shutdown(sockets)
+        log.info("control plane stopped (home %s)", self.home)
+
+
+STOP_CAUSES: dict[int, str] = {
+    signal.SIGTERM: "SIGTERM: systemctl stop, kill",
+    signal.SIGINT: "SIGINT: Ctrl-C",
+}
+"""What sends each signal that stops the server, in its log line."""
+
+
+def stop_cause(sig: int | None) -> str:
+    """Why the server stops, in words: the signal it got and what sends it, or none (its
+    embedding code told it to exit)."""
+    if sig is None:
+        return "told to exit"
+    try:
+        name = signal.Signals(sig).name
+    except ValueError:
+        name = f"signal {sig}"
+    return STOP_CAUSES.get(sig, name)
 
 
 def run(

@@ -97,6 +97,24 @@ LOST_HOME_FIX = (
 )
 """What a refusal of another home's running jobs (:func:`foreign_runs`) says when the home
 that launched them cannot be started again."""
+DATABASE_IN_USE_EXIT = 3
+"""The exit status of ``danlu server`` refused because its database is another control
+plane's (:class:`DatabaseInUse`); any other refused start-up exits 2. docs/deploy.md's
+systemd unit names it in ``RestartPreventExitStatus=``: started again every few seconds, such
+a plane waited out the other's lease and was refused again, for ever."""
+
+
+class DatabaseInUse(ConfigError):
+    """A start-up refused because the database is another control plane's: a live plane
+    renews its ``scheduler`` lease (:func:`take_scheduler_lease`,
+    :func:`wait_before_upgrading`), or its running jobs were launched from another home
+    (:func:`foreign_runs`). Starting again changes nothing until an operator acts (stops that
+    plane, gives this one another database, or :data:`TAKE_OVER_FLAG`): ``danlu server``
+    exits :data:`DATABASE_IN_USE_EXIT`."""
+
+    exit_code = DATABASE_IN_USE_EXIT
+
+
 EXECUTOR_STATE = "executor"
 """The directory of a home where its executor (local, Slurm or Ray) keeps its run records
 (``{home}/executor/runs/JOB_ID/launch.json``)."""
@@ -362,7 +380,7 @@ def refuse_foreign_before_upgrading(db_url: str, settings: Settings) -> None:
     home_dir = Path(settings.home).resolve()
     refusal = _foreign_refusal(previous, plane_home(settings), home_dir, holding)
     if refusal is not None:
-        raise ConfigError(
+        raise DatabaseInUse(
             f"cannot use the database {shown}, left at revision {revision} (not migrated): "
             f"{refusal}"
         )
@@ -465,7 +483,7 @@ def take_scheduler_lease(
                     raise
                 locks.release_if_token(session, Lease, [LEASE], token)
         if refusal is not None:
-            raise ConfigError(f"cannot use the database {shown}: {refusal}")
+            raise DatabaseInUse(f"cannot use the database {shown}: {refusal}")
         if deadline is None:
             first = holder
             deadline = now + watch.renewal_wait(holder, t)
@@ -477,7 +495,7 @@ def take_scheduler_lease(
                 max(deadline - now, watch.holder_ttl(holder) + LEASE_GRACE),
             )
         if now >= deadline and holder != first:  # renewed (or taken) meanwhile: alive
-            raise ConfigError(
+            raise DatabaseInUse(
                 f"another control plane uses the database {shown}: {holder.describe()} holds "
                 "its scheduler lease and keeps renewing it (one control plane per database); "
                 "stop that one, or give this one another database (--database-url, "
@@ -644,7 +662,7 @@ def wait_before_upgrading(
                 first = holder
                 deadline = now + watch.renewal_wait(holder, t)
             if now >= deadline and holder != first:  # renewed meanwhile: alive
-                raise ConfigError(
+                raise DatabaseInUse(
                     f"another control plane ({describe_owner(row.lock_owner)}) uses the "
                     f"database {shown}, at revision {revision}, and keeps renewing its "
                     f"scheduler lease; this danlu would migrate the database to revision "

@@ -32,6 +32,7 @@ from danlu.server.run_exits import (
     RunGpus,
     StopKind,
     describe_exit,
+    executor_note,
     memory_note,
     ran_until,
     run_gpus,
@@ -293,6 +294,7 @@ class PollStep(LaunchStep):
                 if unasked_75(status, job):
                     ran_for = (t if until is None else until) - (job.last_start or t)
                     counted, reason = judge_unasked_exit_75(session, job, ran_for)
+                    reason += executor_note(status)  # who sent the SIGTERM: Slurm's TIMEOUT
                     preempted = not counted
                 jobs.settle_exit(
                     session,

@@ -23,7 +23,7 @@ from danlu.executors import Executor
 from danlu.server.db import Database
 from danlu.server.loops import clock_due
 from danlu.server.plane_lease import EXECUTOR_STATE
-from danlu.server.services import metrics, retention, users
+from danlu.server.services import metrics, nodes, retention, users
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +205,8 @@ class Purger:
             return purged, errors
         self._next = t + (0.0 if len(ids) >= retention.BATCH else retention.EVERY)
         started = time.monotonic()
+        done: list[str] = []
+        removed = retention.Removed()
         try:
             for job_id in ids:
                 if time.monotonic() - started > retention.PASS_SECONDS:
@@ -213,15 +215,37 @@ class Purger:
                 try:
                     self._delete_files(job_id)
                     with self.db.session() as session:
-                        retention.purged(session, job_id, t)
+                        rows = retention.purged(session, job_id, t)
                 except (DanluError, OSError) as exc:
                     errors.append(f"purge {job_id}: {exc}")
                     retry[job_id] = t + retention.EVERY
                     continue
                 purged.append(job_id)
+                done.append(job_id)
+                removed += rows
         finally:  # a database error ends the pass: the delays met before it still hold
             self._retry = retry
+            if done:
+                self._said(done, removed, t)
         return purged, errors
+
+    def _said(self, done: list[str], removed: retention.Removed, t: float) -> None:
+        """Log, once a pass, what the pass at ``t`` purged (``done``: the jobs) and the
+        cutoff it purged by: the purge deleted files and rows with no word in the log."""
+        when = nodes.shown_time(retention.cutoff(self.days, t))
+        shown = ", ".join(done[:5]) + (f" and {len(done) - 5} more" if len(done) > 5 else "")
+        log.info(
+            "retention: purged %d job(s) that finished before %s (DANLU_RETENTION_DAYS=%g): "
+            "%s; deleted %d metric record(s), %d metric request key(s) and the files danlu "
+            "kept of them (checkpoint directories, logs, run records; those a job's spec "
+            "names stay); the jobs and their events stay",
+            len(done),
+            when,
+            self.days,
+            shown,
+            removed.metric_records,
+            removed.metric_keys,
+        )
 
     def purge_stale(self, t: float) -> dict[str, int]:
         """Delete what :data:`STALE_ROWS` says is due at ``t``, a batch of each at a time, at

@@ -45,10 +45,13 @@ def describe_exit(status: ExecStatus | None) -> tuple[bool, int | None, str]:
     if status.node_lost:
         return False, code, f"lost with its node ({how})"
     if status.outcome is Outcome.PREEMPTED:
+        said = executor_note(status)
         if status.checkpointed and status.stop_reason is None:
-            return False, code, "checkpointed and exited 75 on its own (a SIGTERM from outside)"
+            outside = "checkpointed and exited 75 on its own (a SIGTERM from outside)"
+            return False, code, f"{outside}{said}"
         if status.checkpointed:
-            return False, code, "checkpointed and exited after preemption; re-queued to resume"
+            after = "checkpointed and exited after preemption; re-queued to resume"
+            return False, code, f"{after}{said}"
         return False, code, f"stopped for preemption ({how}); re-queued"
     if status.outcome is Outcome.CANNOT_FIT:
         return False, code, f"{CANNOT_FIT} ({how})"
@@ -57,6 +60,17 @@ def describe_exit(status: ExecStatus | None) -> tuple[bool, int | None, str]:
     if status.stop_reason is StopReason.CANCEL:
         return False, code, f"stopped ({how})"
     return False, code, f"failed ({how})"
+
+
+def executor_note(status: ExecStatus | None) -> str:
+    """What the executor said of a run's exit (its ``message``), as the run's reason ends
+    with it: ``; Slurm job 12 ended TIMEOUT (TimeLimit)``; empty when it said nothing. A
+    checkpoint's reason names no exit code, and one danlu did not ask for is judged anew
+    (:func:`~danlu.server.failures.judge_unasked_exit_75`): without this, who sent its
+    SIGTERM (Slurm's time limit, its preemption, a node lost) was said nowhere."""
+    if status is None or not status.message:
+        return ""
+    return f"; {storable(status.message)}"
 
 
 CANNOT_FIT = (

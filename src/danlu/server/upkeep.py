@@ -80,6 +80,8 @@ class Upkeep:
     """Sweep trials the median rule stopped."""
     closed_nodes: list[str] = field(default_factory=list)
     """Nodes whose scheduled cordon or drain took effect (names)."""
+    opened_nodes: list[str] = field(default_factory=list)
+    """Nodes uncordoned because their cordon or drain ended (``--until``: names)."""
     errors: list[str] = field(default_factory=list)
     """What the pass met and went on from (``"STEP JOB: why"``): logged by the loop
     (:class:`~danlu.server.loops.PassErrors`) and counted in ``danlu_reconcile_errors_total``."""
@@ -98,28 +100,45 @@ def _failed(out: Upkeep, step: str, subject: str, exc: Exception) -> None:
 
 def close_nodes(db: Database, t: float, out: Upkeep) -> None:
     """Apply the cordons and drains scheduled for ``t`` or before (the round that follows
-    sees the nodes closed and preempts a drained node's jobs), each said in the log once
-    committed, with its reason: the start of a maintenance window, which an operator looks
-    for there."""
-    said: list[tuple[str, bool, str]] = []
+    sees the nodes closed and preempts a drained node's jobs), then open the nodes whose
+    cordon or drain ended (:func:`~danlu.server.services.nodes.open_due`: the round that
+    follows schedules onto them), each said in the log once committed, with its reason: the
+    start and the end of a maintenance window, which an operator looks for there."""
+    said: list[tuple[str, bool, str, float | None]] = []
     with db.session() as session:
         closed = nodes.close_due(session, t)
         if closed:
             session.flush()
             rows = session.execute(
-                select(Node.name, Node.draining, Node.cordon_reason)
+                select(Node.name, Node.draining, Node.cordon_reason, Node.open_at)
                 .where(Node.name.in_(closed))
                 .order_by(Node.name)
             )
-            said = [(str(name), bool(draining), str(reason)) for name, draining, reason in rows]
+            said = [
+                (str(name), bool(draining), str(reason), open_at)
+                for name, draining, reason, open_at in rows
+            ]
+        opened = nodes.open_due(session, t)
         out.closed_nodes += closed
-    for name, draining, reason in said:
+        out.opened_nodes += [node.name for node in opened]
+    for name, draining, reason, open_at in said:
         log.info(
-            "node %s: its scheduled %s took effect (%s)%s",
+            "node %s: its scheduled %s took effect (%s)%s%s",
             name,
             "drain" if draining else "cordon",
             reason,
             "; its preemptible jobs are preempted by checkpoint" if draining else "",
+            "" if open_at is None else f"; it ends at {nodes.shown_time(open_at)} (--until)",
+        )
+    for node in opened:
+        log.info(
+            "node %s: its %s ended at %s (--until): uncordoned, open to new work again "
+            "(it was %s%s)",
+            node.name,
+            "drain" if node.state == "draining" else "cordon",
+            nodes.shown_time(node.at),
+            node.state,
+            f": {node.reason}" if node.reason else "",
         )
 
 

@@ -39,6 +39,7 @@ from danlu.train.preempt import Preemption
 from danlu.train.report import MetricsReporter, Progress
 from danlu.train.scaling import normalised_rule
 from danlu.train.step import StepEngine
+from danlu.train.stop_cause import StopCause
 
 log = logging.getLogger("danlu.train")
 
@@ -270,7 +271,7 @@ def init(
         # be made (its own checks, the goodput tuner's, raise after these exist)
         bar = Progress(None, progress if dist.is_chief else False)
         undo.callback(bar.close)
-        preemption = Preemption(dist)
+        preemption = Preemption(dist, cause=StopCause.from_env(env))
         undo.callback(preemption.close)
         ctx = TrainContext(
             env=env,

@@ -31,6 +31,11 @@ anywhere; off the cluster every part of ``danlu.train`` falls back to a do-nothi
                            precision, the one the control plane's memory estimate was made
                            for (``fp32``, ``fp16`` or ``bf16``; any case, ``32`` and ``16``
                            also)
+``SLURM_JOB_END_TIME``     Slurm's own: when its time limit ends the job (POSIX seconds), on
+                           the Slurm executor; a SIGTERM at or after it is logged as Slurm's
+                           time limit (``JobEnv.slurm_job_end_time``; a value that is not
+                           digits is ignored: it is Slurm's, not danlu's, and only names a
+                           stop)
 =========================  ====================================================================
 
 and, for distributed runs, torchrun's own: ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
@@ -215,6 +220,16 @@ def _api_url(environ: Mapping[str, str]) -> str | None:
     return url.rstrip("/")
 
 
+def _slurm_end_time(environ: Mapping[str, str]) -> float | None:
+    """``SLURM_JOB_END_TIME`` (POSIX seconds) when it is digits; None otherwise: Slurm sets it,
+    and a value it sets otherwise (a future release's) must not fail the job's start, as a
+    malformed danlu variable does, for what only names the cause of a stop in the log."""
+    raw = _stripped(environ, "SLURM_JOB_END_TIME")
+    if raw is None or not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+        return None
+    return float(raw)
+
+
 def _precision(environ: Mapping[str, str]) -> Precision | None:
     """``DANLU_PRECISION`` as the estimator names it (``fp32``, ``fp16`` or ``bf16``); None
     when unset or empty. Another value is a :class:`ConfigError` naming the variable."""
@@ -282,6 +297,9 @@ class JobEnv:
     precision: Precision | None = None
     """The job spec's ``training.precision`` (``DANLU_PRECISION``), ``init``'s default
     precision; None when the launch names none (``fp32`` then)."""
+    slurm_job_end_time: float | None = None
+    """When Slurm's time limit ends the job (``SLURM_JOB_END_TIME``, POSIX seconds); None off
+    Slurm, or without a limit Slurm told."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> JobEnv:
@@ -336,6 +354,7 @@ class JobEnv:
             trial=_at_least(env, "DANLU_TRIAL", None, 0),
             array_index=_at_least(env, "DANLU_ARRAY_INDEX", None, 0),
             precision=_precision(env),
+            slurm_job_end_time=_slurm_end_time(env),
             job_id=_job_id(env),
             api_url=_api_url(env),
             token=_token(env),
@@ -374,6 +393,13 @@ class JobEnv:
             job = urllib.parse.quote(self.job_id, safe="")
             return f"{self.api_url}/api/v1/jobs/{job}/metrics"
         return None
+
+    @property
+    def stopping_url(self) -> str | None:
+        """Where the run asks why it is being stopped (``GET``, with its token:
+        :mod:`danlu.train.stop_cause`), or None without an API."""
+        metrics = self.metrics_url
+        return metrics[: -len("/metrics")] + "/stopping" if metrics is not None else None
 
     @property
     def is_chief(self) -> bool:

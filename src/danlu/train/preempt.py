@@ -1,8 +1,10 @@
 """Preemption: SIGTERM asks the job to checkpoint at the next step boundary and exit.
 
-The handler only sets a flag; :meth:`Preemption.should_stop` is polled at step boundaries and,
-in a distributed run, agreed across ranks (any rank signalled means all stop at the same step).
-The job then exits with :data:`danlu.train.env.PREEMPTED_EXIT_CODE`.
+The handler only sets a flag (and notes the time); :meth:`Preemption.should_stop` is polled at
+step boundaries and, in a distributed run, agreed across ranks (any rank signalled means all
+stop at the same step). The job then exits with :data:`danlu.train.env.PREEMPTED_EXIT_CODE`,
+its log naming why it was stopped where it can know (:meth:`Preemption.said`,
+:mod:`danlu.train.stop_cause`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 import weakref
 from types import FrameType
 from typing import Any
@@ -17,6 +20,7 @@ from typing import Any
 from danlu.train.checks import whole_argument
 from danlu.train.distributed import Distributed
 from danlu.train.env import PREEMPTED_EXIT_CODE
+from danlu.train.stop_cause import StopCause
 
 log = logging.getLogger("danlu.train")
 
@@ -33,20 +37,33 @@ class Preemption:
 
     ``check_every``: every how many steps a distributed run's ranks agree on a stop, an
     integer >= 1 (anything else is a :class:`~danlu.core.errors.ConfigError` naming it).
+    ``cause``: who to ask why a SIGTERM came (:class:`~danlu.train.stop_cause.StopCause`;
+    default: nobody, the log says ``stop requested (SIGTERM)``).
     """
 
     exit_code = PREEMPTED_EXIT_CODE
 
     def __init__(
-        self, dist: Distributed | None = None, *, install: bool = True, check_every: int = 1
+        self,
+        dist: Distributed | None = None,
+        *,
+        install: bool = True,
+        check_every: int = 1,
+        cause: StopCause | None = None,
     ) -> None:
         # step % nan is NaN (true): a distributed run never agreed on a stop; 2.5 is no count
         self.check_every = whole_argument("check_every", check_every, 1)
         self.dist = dist or Distributed()
+        self.cause = cause or StopCause()
         self.requested = False
         """True once this rank was signalled (or :meth:`request` was called). A plain flag:
         the handler runs on the main thread between bytecodes, and the step reads it on
         every step."""
+        self.signalled_at: float | None = None
+        """When the first SIGTERM reached this rank (POSIX seconds); None before, and when
+        only :meth:`request` (or another rank's signal) asked for the stop."""
+        self._agreed = False
+        """True once the ranks agreed on a stop this rank was not asked for itself."""
         self.other_exited = False
         """True once another context's preemption exit (:meth:`exit`) ran while this one
         was open: an ``init`` inside this one's ``with`` block that stopped first (every
@@ -80,6 +97,9 @@ class Preemption:
         )
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        # a flag and the time only: no I/O, no lock, no thread here (see danlu.train.stop_cause)
+        if self.signalled_at is None:
+            self.signalled_at = time.time()
         self.requested = True
         # A context opened inside another (a second init in one process) took SIGTERM from
         # the outer one's Preemption: pass it on, or the outer run trained on, unsignalled,
@@ -111,12 +131,32 @@ class Preemption:
 
     def should_stop(self, step: int) -> bool:
         """True on every rank when any rank was signalled (checked every ``check_every``
-        steps in distributed runs, every step alone)."""
+        steps in distributed runs, every step alone). A signalled rank starts asking why
+        (:meth:`StopCause.ask`) at the first boundary that sees the signal."""
+        if self.signalled_at is not None:
+            self.cause.ask()
         if not self.dist.enabled:
             return self.requested
         if step % self.check_every:
             return False
-        return self.dist.any(self.requested)
+        stop = self.dist.any(self.requested)
+        if stop and not self.requested:
+            self._agreed = True
+        return stop
+
+    def said(self) -> str:
+        """How the log names this stop: ``stop requested (REASON)`` with the control plane's
+        reason or Slurm's time limit (:meth:`StopCause.reason`, waited for briefly), else
+        ``stop requested (SIGTERM)`` for a signal no one explained, ``stop requested (another
+        rank was signalled)`` on a rank that agreed to another's stop, and ``stop requested``
+        for :meth:`request`. Call it as the stop is acted on (not in the signal handler)."""
+        if self.signalled_at is not None:
+            why = self.cause.reason(self.signalled_at) or "SIGTERM"
+        elif self._agreed:  # the control plane may know: it stops every rank alike
+            why = self.cause.reason(None) or "another rank was signalled"
+        else:
+            return "stop requested"
+        return f"stop requested ({why})"
 
     def close(self) -> None:
         """Restore the previous SIGTERM handler. One that Python cannot give back (installed

@@ -7,7 +7,8 @@
   checkpoint **of this run**: one it wrote, or the one it resumed from. A run started with
   ``resume=False`` in a directory holding an older run's checkpoints never loads those: they
   are another run's state (other weights, another data position), not this one's past;
-- *preemption*: SIGTERM -> checkpoint at the step boundary -> exit 75, never checkpointing
+- *preemption*: SIGTERM -> checkpoint at the step boundary -> exit 75 (the log line naming
+  why: :meth:`~danlu.train.preempt.Preemption.said`), never checkpointing
   parameters that hold NaN/Inf (the restart would resume from them and fail at once, on
   every restart): the restart resumes from the last good checkpoint instead. Nor does any
   other checkpoint with anomaly detection on: the periodic one recovers by the action, a
@@ -203,35 +204,36 @@ class Recovery:
         exit: also what a context left by another one's preemption exit writes as it closes
         (see :meth:`~danlu.train.context.TrainContext.close`)."""
         code = self.preemption.exit_code
+        # why: the control plane's reason (a cancel, a time limit, a preemption, a move...),
+        # Slurm's time limit, or a neutral "stop requested (SIGTERM)"
+        said = self.preemption.said()
         if not self.checkpoints.enabled:
             log.warning(
-                "preemption requested at step %d: no checkpoint directory is configured "
+                "%s at step %d: no checkpoint directory is configured "
                 "(checkpoint_dir, DANLU_CHECKPOINT_DIR), so no checkpoint is written and the "
                 "restart begins from scratch; exiting with %d",
+                said,
                 self.step_num,
                 code,
             )
         elif self._saved_step == self.step_num:
             log.warning(
-                "preemption requested: step %d is already checkpointed; exiting with %d",
-                self.step_num,
-                code,
+                "%s: step %d is already checkpointed; exiting with %d", said, self.step_num, code
             )
         elif self.anomaly is not None and self._parameters_nonfinite():
             # read whatever put them there (a NaN gradient off the norm's cadence, one
             # "warn" applied, the optimizer's own update): the restart resumes from the last
             # good checkpoint (before, from these, and failed at once on every restart)
             log.warning(
-                "preemption requested at step %d: the parameters hold NaN/Inf, so no "
+                "%s at step %d: the parameters hold NaN/Inf, so no "
                 "checkpoint is written; the restart resumes from the last good one; "
                 "exiting with %d",
+                said,
                 self.step_num,
                 code,
             )
         else:
             log.warning(
-                "preemption requested: checkpointing at step %d and exiting with %d",
-                self.step_num,
-                code,
+                "%s: checkpointing at step %d and exiting with %d", said, self.step_num, code
             )
             self.save()

@@ -25,9 +25,14 @@ function renderNodes(nodes) {
     const name = node.name + (node.fake ? " (fake)" : "");  // as danlu nodes and top say it
     states[state] = (states[state] || 0) + 1;
     let why = state !== "ready" && node.cordon_reason ? state + ": " + node.cordon_reason : state;
+    if (state !== "ready" && node.open_at !== null && node.open_at !== undefined) {  // its end
+      why += "; until " + new Date(node.open_at * 1000).toLocaleString();
+    }
     if (node.close_at !== null && node.close_at !== undefined) {  // a maintenance window
       const when = new Date(node.close_at * 1000).toLocaleString();
-      why += "; " + node.close_action + " at " + when + (node.close_reason ? ": " + node.close_reason : "");
+      const ends = node.close_until !== null && node.close_until !== undefined
+        ? " until " + new Date(node.close_until * 1000).toLocaleString() : "";
+      why += "; " + node.close_action + " at " + when + ends + (node.close_reason ? ": " + node.close_reason : "");
     }
     if (node.gpus.length === 0) {
       // a node with no GPUs (a CPU node of a Slurm partition, one whose GPUs all left the

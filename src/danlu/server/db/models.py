@@ -488,8 +488,10 @@ class Node(Base):
     after :attr:`launch_failures` launches in a row failed for the node's reasons;
     ``draining``: the jobs there are to be preempted by checkpoint (a drain). ``close_at``:
     when a cordon (a drain with ``close_drain``) an operator scheduled takes effect, with
-    ``close_reason``. These survive inventory refreshes (a node keeps its row while it
-    keeps its name)."""
+    ``close_reason``. ``open_at``: when the node's cordon or drain ends (a maintenance
+    window's end: it is uncordoned then; None: it lasts until uncordoned); ``close_until``:
+    the end of the one scheduled for ``close_at`` (its ``open_at`` once it takes effect).
+    These survive inventory refreshes (a node keeps its row while it keeps its name)."""
 
     __tablename__ = "nodes"
 
@@ -509,6 +511,8 @@ class Node(Base):
     close_at: Mapped[float | None] = mapped_column(Double, default=None)
     close_drain: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     close_reason: Mapped[str] = mapped_column(Text, default="", server_default="")
+    open_at: Mapped[float | None] = mapped_column(Double, default=None)
+    close_until: Mapped[float | None] = mapped_column(Double, default=None)
 
     gpus: Mapped[list[Gpu]] = relationship(
         back_populates="node", order_by="Gpu.index", cascade="all, delete-orphan"

@@ -133,11 +133,14 @@ def cordon_node(
 ) -> dict[str, Any]:
     """Close a node to new work (admin): nothing is started, grown or moved onto it; the
     jobs there run on. Cordoning again replaces the reason. With ``at`` in the future, it
-    is scheduled for then. With ``gpu``, only that GPU of the node is closed. Every field
-    is optional: no body is ``{}``."""
+    is scheduled for then; with ``until``, it ends then (the node uncordoned). With ``gpu``,
+    only that GPU of the node is closed. Every field is optional: no body is ``{}``."""
     got = body if body is not None else CordonIn()
     return _change_node(
-        name, user, state, lambda s: nodes.cordon(s, name, got.reason, at=got.at, gpu=got.gpu)
+        name,
+        user,
+        state,
+        lambda s: nodes.cordon(s, name, got.reason, at=got.at, gpu=got.gpu, until=got.until),
     )
 
 
@@ -147,14 +150,17 @@ def drain_node(
 ) -> dict[str, Any]:
     """Cordon a node and preempt its preemptible jobs by checkpoint (admin): they resume
     elsewhere; a job that is not preemptible runs to its end there. With ``at`` in the
-    future, it is scheduled for then (a maintenance window). With ``gpu``, only that GPU
-    of the node is drained (the jobs holding it). No body is ``{}``."""
+    future, it is scheduled for then (a maintenance window), and with ``until`` it ends then
+    (the node uncordoned). With ``gpu``, only that GPU of the node is drained (the jobs
+    holding it). No body is ``{}``."""
     got = body if body is not None else CordonIn()
     return _change_node(
         name,
         user,
         state,
-        lambda s: nodes.cordon(s, name, got.reason, drain=True, at=got.at, gpu=got.gpu),
+        lambda s: nodes.cordon(
+            s, name, got.reason, drain=True, at=got.at, gpu=got.gpu, until=got.until
+        ),
     )
 
 

@@ -242,10 +242,11 @@ def caller(
         _note_use(state, token.id, token.last_used_at)
         if users.refused(token):
             raise AuthError(users.disabled_message(token.user.name))
-        if token.job_id is not None and not _own_metrics(request, token.job_id):
+        if token.job_id is not None and not _own_run(request, token.job_id):
             raise PermissionDenied(
                 f"this token was issued to a run of job {token.job_id}: it may only report "
-                "that job's metrics; use a user's token for anything else"
+                "that job's metrics (and read why its run is being stopped); use a user's "
+                "token for anything else"
             )
         request.state.job_token = token.job_id
         user = token.user
@@ -316,16 +317,21 @@ def _store_use(
         writes.end()
 
 
-def _own_metrics(request: Request, job_id: str) -> bool:
-    """Whether ``request`` reports the metrics of ``job_id``: all a job's token may do (any
-    process that can read the job's environment holds it). The path may name the job by a
-    prefix of its id, as everywhere; the route checks that the prefix resolves to
-    ``job_id`` (``request.state.job_token``), so that it never reaches another job."""
+_RUN_ROUTES = {("POST", "post_metrics"), ("GET", "job_stopping")}
+"""The routes a job run's token may call, for its own job: report its metrics, and read why
+its run is being stopped (danlu.train asks on SIGTERM)."""
+
+
+def _own_run(request: Request, job_id: str) -> bool:
+    """Whether ``request`` reports the metrics of ``job_id`` or reads why its run is being
+    stopped (:data:`_RUN_ROUTES`): all a job's token may do (any process that can read the
+    job's environment holds it). The path may name the job by a prefix of its id, as
+    everywhere; the route checks that the prefix resolves to ``job_id``
+    (``request.state.job_token``), so that it never reaches another job."""
     route = request.scope.get("route")
     named = request.path_params.get("job_id")
     return (
-        request.method == "POST"
-        and getattr(route, "name", None) == "post_metrics"
+        (request.method, getattr(route, "name", None)) in _RUN_ROUTES
         and isinstance(named, str)
         and (named == job_id or (len(named) in ID_PREFIX_LENGTHS and job_id.startswith(named)))
     )

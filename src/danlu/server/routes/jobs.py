@@ -1,4 +1,4 @@
-"""``/api/v1/jobs``: submit, list, get, cancel, rerun, events, why, logs, metrics."""
+"""``/api/v1/jobs``: submit, list, get, cancel, rerun, events, why, stopping, logs, metrics."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response, StreamingResponse
 from fastapi.routing import APIRoute
@@ -34,11 +34,13 @@ from danlu.server.routes.estimation import resolve_memory, submission_notes
 from danlu.server.routes.schemas import (
     TERMINAL,
     AcceptedOut,
+    ChangedOut,
     EventOut,
     JobOut,
     JobPatch,
     LogRunOut,
     MetricsIn,
+    StoppingOut,
     SubmittedOut,
     WhyOut,
     event_out,
@@ -46,7 +48,7 @@ from danlu.server.routes.schemas import (
     metric_out,
 )
 from danlu.server.run_as import check_account
-from danlu.server.services import events, jobs, metrics, submission, users
+from danlu.server.services import events, job_changes, jobs, metrics, submission, users
 from danlu.server.services.cluster import load_cluster
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], dependencies=[Depends(single_valued)])
@@ -100,6 +102,12 @@ def submit_job(spec: JobSpec, user: Caller, state: State) -> dict[str, Any]:
     The reply is the new Job with the submission's ``notes`` (how ``gpu_memory: auto`` was
     resolved, the model family inferred), the words ``POST /sweeps`` gives in its own, which
     the job's ``pending_reason`` tells too."""
+    return _submitted(spec, user, state)
+
+
+def _submitted(spec: JobSpec, user: User, state: ServerState, told: str = "") -> dict[str, Any]:
+    """:func:`submit_job`'s work, ``told`` in the new job's first event after who submitted
+    it (a rerun's: ``rerun of ID``)."""
     _check_spec(spec)
     with state.db.read_session() as session:
         cluster = load_cluster(session)
@@ -120,6 +128,7 @@ def submit_job(spec: JobSpec, user: Caller, state: State) -> dict[str, Any]:
             micro_batch_limit=micro,
             family=estimate.family,
             max_unfinished=state.settings.max_jobs_per_user,
+            told=told,
         )
         check_account(state.settings, job.user.account)  # DANLU_RUN_AS=user: its OS account
         notes = submission_notes(spec, estimate)
@@ -207,22 +216,60 @@ def get_job(job_id: str, user: Caller, state: State) -> dict[str, Any]:
         return out
 
 
-@router.patch("/{job_id}", response_model=JobOut, summary="Change an unfinished job")
+@router.patch("/{job_id}", response_model=ChangedOut, summary="Change an unfinished job")
 def update_job(job_id: str, body: JobPatch, user: Caller, state: State) -> dict[str, Any]:
-    """Change a job's ``priority`` (its owner or an admin): the next round ranks it anew;
-    ``held``: hold a job (not scheduled until released; a running one is preempted by
-    checkpoint first) or release it."""
+    """Change a job (its owner or an admin): its ``priority`` (the next round ranks it
+    anew), ``time_limit`` and ``deadline`` in any unfinished state, its ``resources`` and
+    ``max_restarts`` while it is PENDING (409 naming them otherwise), validated as at
+    submission (new resources against the inventory and the quotas too: 422 naming the
+    field), an event recording each change; ``held``: hold a job (not scheduled until
+    released; a running one is preempted by checkpoint first) or release it. The reply's
+    ``notes`` tell what the change did besides (a new ``gpu_memory: auto`` resolved, a
+    limit already passed)."""
     checked_name(job_id, "job")
+    change = job_changes.JobChange(
+        priority=body.priority,
+        time_limit=body.time_limit,
+        deadline=body.deadline,
+        max_restarts=body.max_restarts,
+        resources=body.resources,
+    )
+    resolved = _resolved(state, job_id, user, change) if change.resources is not None else None
+    notes: list[str] = []
     with state.db.session() as session:
         job = jobs.get_job(session, job_id, user)
-        if body.priority is not None:
-            job = jobs.set_priority(session, job.id, body.priority, user)
+        if change.given():
+            changed = job_changes.change_job(session, job.id, change, user, resolved=resolved)
+            job, notes = changed.job, changed.notes
         if body.held is not None:
             job = jobs.hold(session, job.id, body.held, user)
         (out,) = jobs_out(session, [job])  # an ended job's end_reason too
     if state.wake is not None:
         state.wake()
-    return out
+    return {**out, "notes": notes}
+
+
+def _resolved(
+    state: ServerState, job_id: str, user: User, change: job_changes.JobChange
+) -> job_changes.Resolved | None:
+    """The estimate of a queued job's new resources (``gpu_memory: auto``, the micro-batch
+    limit), made as a submission's is, outside any transaction; None when ``change`` makes
+    its spec no different."""
+    with state.db.read_session() as session:
+        spec = job_changes.changed_spec(jobs.get_job(session, job_id, user), change)
+        cluster = load_cluster(session)
+    if spec is None:
+        return None
+    _check_spec(spec)
+    estimate, micro = resolve_memory(
+        spec,
+        cluster,
+        state.estimate_timeout,
+        state.tracers,
+        state.settings.trace_module_names,
+    )
+    notes = submission_notes(spec, estimate)
+    return job_changes.Resolved(spec.resources, estimate.gpu_memory, micro, notes)
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, summary="Cancel a job")
@@ -239,16 +286,31 @@ def cancel_job(job_id: str, user: Caller, state: State) -> dict[str, Any]:
 @router.post(
     "/{job_id}/rerun", status_code=201, response_model=SubmittedOut, summary="Submit a job again"
 )
-def rerun_job(job_id: str, user: Caller, state: State) -> dict[str, Any]:
+def rerun_job(
+    job_id: str,
+    user: Caller,
+    state: State,
+    changes: Annotated[dict[str, Any] | None, Body()] = None,
+) -> dict[str, Any]:
     """Submit a finished job's spec again as a new job (from the start, unless its spec
     names a ``checkpoint_dir`` with checkpoints in it), without its dependencies; its owner
-    stays the same. 409 for a job that has not finished. The reply carries the new
-    submission's ``notes``, as ``POST /jobs``'s does (its ``gpu_memory: auto`` is resolved
-    again)."""
+    stays the same. The body, when given, changes fields of the spec, written as a job spec
+    writes them (``{"resources": {"gpus": 2}, "time_limit": "4h", "env": {"SEED": "2"}}``: a
+    mapping is merged into the spec's, any other value replaces the field), validated as a
+    submission is (422 naming the field). 409 for a job that has not finished. The reply
+    carries the new submission's ``notes``, as ``POST /jobs``'s does (its ``gpu_memory:
+    auto`` is resolved again); the new job's first event names the job it reruns and the
+    fields changed."""
     checked_name(job_id, "job")
     with state.db.read_session() as session:
-        spec = jobs.rerun_spec(jobs.get_job(session, job_id, user))
-    return submit_job(spec, user, state)
+        job = jobs.get_job(session, job_id, user)
+        spec, rerun_of = jobs.rerun_spec(job), job.id
+    if changes:
+        try:
+            spec = job_changes.spec_with(spec, changes)
+        except SpecError as exc:
+            raise body_named(exc) from None
+    return _submitted(spec, user, state, job_changes.rerun_told(rerun_of, changes))
 
 
 @router.get("/{job_id}/events", response_model=list[EventOut], summary="A job's events")
@@ -278,6 +340,25 @@ def job_why(job_id: str, user: Caller, state: State) -> dict[str, Any]:
     with state.db.read_session() as session:
         job = jobs.get_job(session, job_id, user)
         return {"id": job.id, "state": job.state, "reason": jobs.why(session, job)}
+
+
+@router.get(
+    "/{job_id}/stopping", response_model=StoppingOut, summary="Why a job's run is being stopped"
+)
+def job_stopping(job_id: str, user: Caller, state: State, request: Request) -> dict[str, Any]:
+    """Why the control plane is stopping the job's run now (a cancel, its deadline or time
+    limit, a preemption, a drain, a hold, a move), or ``reason`` null when it is stopping
+    none: what danlu.train asks on SIGTERM, with its run's token, to say in its log why it
+    checkpoints and exits (:func:`~danlu.server.services.jobs.stop_reason`)."""
+    checked_name(job_id, "job")
+    with state.db.read_session() as session:
+        job = jobs.get_job(session, job_id, user)
+        run_of = getattr(request.state, "job_token", None)
+        if run_of is not None and job.id != run_of:  # a prefix resolved to another job
+            raise PermissionDenied(
+                f"this token was issued to a run of job {run_of}: it may only read that job's stop"
+            )
+        return {"id": job.id, "reason": jobs.stop_reason(session, job)}
 
 
 def _read_log(

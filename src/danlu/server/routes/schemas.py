@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictStr, field_validator
 
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.metric_record import MAX_TIME
@@ -119,8 +119,18 @@ class SubmittedOut(JobOut):
     nothing."""
 
 
+class ChangedOut(JobOut):
+    """The reply of ``PATCH /jobs/{id}``: the Job with what its change tells."""
+
+    notes: list[str] = []
+    """What the change tells, one note an entry: how a new ``gpu_memory: auto`` was
+    resolved (a submission's words), a new time limit or deadline already passed (the next
+    pass stops the job). Empty when nothing."""
+
+
 class EventOut(BaseModel):
-    """One state change of a job."""
+    """One state change of a job (or, its state the same before and after, a change of its
+    fields: ``changed by alice: time_limit 1h -> 2h``)."""
 
     id: int
     job_id: str
@@ -154,6 +164,14 @@ class WhyOut(BaseModel):
     id: str
     state: StateName
     reason: str
+
+
+class StoppingOut(BaseModel):
+    """Why the control plane is stopping a job's run (``reason``), or null when it is
+    stopping none."""
+
+    id: str
+    reason: str | None
 
 
 class GpuOut(BaseModel):
@@ -199,10 +217,26 @@ class NodeOut(BaseModel):
     close_action: str | None = None
     """``cordon`` or ``drain``: what is scheduled (null: nothing)."""
     close_reason: str = ""
+    close_until: float | None = None
+    """When the scheduled cordon or drain ends (null: none scheduled, or it has no end)."""
+    open_at: float | None = None
+    """When the node's cordon or drain ends: it is uncordoned then (null: it lasts until
+    uncordoned)."""
+
+
+def _no_boolean_duration(value: Any) -> Any:
+    """A before-validator of a duration in a request body (seconds, or text such as
+    ``2h``, which the spec's validation reads): ``true`` or ``false`` is refused."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a duration, got {str(value).lower()}: write 7200 or 2h")
+    return value
 
 
 class JobPatch(_In):
-    """What may change of an unfinished job (fields left out stay as they are)."""
+    """What may change of an unfinished job (fields left out stay as they are). ``priority``,
+    ``time_limit`` and ``deadline`` change in any unfinished state; ``resources`` and
+    ``max_restarts`` only while the job is PENDING (a 409 names them otherwise). The spec's
+    fields are validated as at submission (a 422 names the field)."""
 
     priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
     """A whole number; written as ``2.0`` it is 2, as a project's priority (``2.5``,
@@ -210,8 +244,19 @@ class JobPatch(_In):
     held: bool | None = Field(default=None, strict=True)
     """True holds a job (not scheduled until released; a running one is preempted by
     checkpoint first), False releases it."""
+    time_limit: StrictFloat | StrictStr | None = None
+    """The spec's ``time_limit``: seconds, or a duration such as ``2h`` or ``04:00:00``."""
+    deadline: StrictFloat | StrictStr | None = None
+    """The spec's ``deadline``: how long after its submission the job must have finished
+    (seconds, or a duration such as ``6h``)."""
+    max_restarts: int | None = None
+    """The spec's ``max_restarts`` (PENDING only)."""
+    resources: dict[str, Any] | None = None
+    """Fields of the spec's ``resources`` (``gpus``, ``gpu_memory``, ...), merged into the
+    job's (PENDING only)."""
 
-    _numbers = field_validator("priority", mode="before")(_no_boolean)
+    _numbers = field_validator("priority", "max_restarts", mode="before")(_no_boolean)
+    _durations = field_validator("time_limit", "deadline", mode="before")(_no_boolean_duration)
 
 
 class UsageOut(BaseModel):
@@ -230,15 +275,18 @@ class UsageOut(BaseModel):
 class CordonIn(_In):
     """Why a node is cordoned or drained (shown by ``danlu nodes``), and when: ``at`` (POSIX
     seconds) in the future schedules it for then; left out or past, it is done now.
-    ``gpu``: only the node's GPU at that index (now; not with a future ``at``)."""
+    ``until`` (POSIX seconds, later than now and than ``at``): it ends then, the node
+    uncordoned (left out: it lasts until uncordoned). ``gpu``: only the node's GPU at that
+    index (now; not with a future ``at``, nor ``until``)."""
 
     reason: str = Field(default="", max_length=500)
     at: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    until: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     gpu: int | None = Field(default=None, ge=0, le=MAX_GPU_INDEX)
 
-    _numbers = field_validator("at", "gpu", mode="before")(_no_boolean)
+    _numbers = field_validator("at", "until", "gpu", mode="before")(_no_boolean)
 
-    @field_validator("at")
+    @field_validator("at", "until")
     @classmethod
     def _seconds(cls, value: float | None) -> float | None:
         if value is not None and value >= MAX_TIME:
@@ -633,6 +681,8 @@ def nodes_out(
                 if node.close_at is None
                 else ("drain" if node.close_drain else "cordon"),
                 "close_reason": node.close_reason,
+                "close_until": node.close_until,
+                "open_at": node.open_at,
             }
         )
     return out

@@ -104,7 +104,9 @@ def feed(
 
 def replay(events: Iterable[JobEvent]) -> JobState | None:
     """The state that ``events`` (one job's, in order) lead to; checks that each event starts
-    where the previous ended and is an edge of the table (InvalidTransitionError if not)."""
+    where the previous ended and is an edge of the table (InvalidTransitionError if not),
+    or a change of the job's fields in an unfinished state, which it stays in
+    (:mod:`~danlu.server.services.job_changes`)."""
     state: JobState | None = None
     for event in events:
         old = JobState(event.old) if event.old is not None else None
@@ -113,6 +115,8 @@ def replay(events: Iterable[JobEvent]) -> JobState | None:
             raise InvalidTransitionError(
                 f"event {event.id} of job {event.job_id} starts at {old}, not at {state}"
             )
+        if old is not None and new is old and not old.terminal:
+            continue  # a change of its fields (changed by ...): no edge
         if old is None:
             if new is not JobState.PENDING:
                 raise InvalidTransitionError(f"job {event.job_id} was created as {new}")

@@ -26,9 +26,18 @@ CHECKPOINT_DIR_FAULT = "the control plane could not make its checkpoint director
 """How the reason of a launch begins that the control plane did not make, as it could not
 make the job's checkpoint directory
 (:func:`~danlu.server.services.jobs.requeue_unlaunched`): no node is to blame."""
-UNLAUNCHED_CAUSES = (NODE_FAULT, CHECKPOINT_DIR_FAULT)
+PARTITION_CLOSED = "its partition takes no job"
+"""How the reason of a launch begins that the cluster refused as its partition takes no job
+now (:class:`~danlu.executors.PartitionClosedError`: Slurm's partition drained, inactive or
+down, or gone): no node is to blame, and the error names the partition and its state."""
+UNLAUNCHED_CAUSES = (NODE_FAULT, CHECKPOINT_DIR_FAULT, PARTITION_CLOSED)
 """The reasons a job is re-queued without a launch begin with (:func:`why` tells its
 backoff with the reason)."""
+UNREACHED = "not launched: the cluster cannot be reached"
+"""How the ``pending_reason`` of a RUNNING job begins whose launch the executor could not make
+as it cannot reach its cluster (:class:`~danlu.executors.ExecutorUnavailableError`: Slurm's
+controller down): placed, it keeps its GPUs and its launch is tried at every pass; the
+reason is cleared once the launch goes through (:mod:`~danlu.server.launching`)."""
 LIMIT_STOPS = ("deadline passed", "time limit reached")
 """How the cancel reasons of a deadline's and a time limit's stops begin (:func:`expired`,
 :func:`over_time`): such a stop gives the job its preemption grace to checkpoint."""
@@ -153,6 +162,40 @@ def cancellations(session: Session) -> list[Job]:
     return list(session.scalars(query.order_by(Job.seq)))
 
 
+MOVED = "moved by the scheduler to other GPUs (a resize or a re-packing)"
+"""What :func:`stop_reason` says of the run a move (:func:`~danlu.server.services.jobs.resize`)
+stops: the job runs on, relaunched from its checkpoint on its new GPUs."""
+
+
+def stop_reason(session: Session, job: Job) -> str | None:
+    """Why the control plane is stopping ``job``'s run now, in the words its log line gives
+    (danlu.train asks on its SIGTERM, with the run's token, and logs ``stop requested
+    (REASON)``): the reason of its cancellation (``cancelled by alice``, its ``deadline``'s or
+    ``time_limit``'s: :data:`LIMIT_STOPS`, a sweep's stop), else of its preemption (the reason
+    of its newest edge into PREEMPTING, ``preempted: `` before it unless it says so: a
+    policy's, a drain's, a hold's), else :data:`MOVED` while the run a move left still
+    stops (``moved_from``). Each is recorded before the run is signalled. None when the
+    control plane is stopping no run of the job (a SIGTERM from elsewhere: a host shutting
+    down, a ``kill``, Slurm's own time limit), and for a job that holds no GPUs."""
+    if job.state not in HOLDING:
+        return None
+    if job.cancel_requested_at is not None:
+        return job.cancel_reason or "cancelled"
+    if job.state == JobState.PREEMPTING.value:
+        said = session.scalar(
+            select(JobEvent.reason)
+            .where(JobEvent.job_id == job.id, JobEvent.new == JobState.PREEMPTING.value)
+            .order_by(JobEvent.id.desc())
+            .limit(1)
+        )
+        if not said:
+            return "preempted"
+        return said if "preempt" in said.lower() else f"preempted: {said}"
+    if job.moved_from is not None:
+        return MOVED
+    return None
+
+
 def why(session: Session, job: Job, now: float | None = None) -> str:
     """Explain in one sentence why ``job`` is where it is (mainly: why it is pending); a
     pending job names the nodes closed to new work, a running one each of its GPUs whose
@@ -246,6 +289,8 @@ def _why(session: Session, job: Job, t: float) -> str:
             for s in job.allocation or ()
         )
         verb = "running" if state is JobState.RUNNING else "checkpointing before re-queue"
+        if not_launched(job) and (job.pending_reason or "").startswith(UNREACHED):
+            verb = f"{job.pending_reason}; placed"  # nothing runs: not "running"
         extra = "; cancellation requested" if job.cancel_requested_at is not None else ""
         if job.held_at is not None and not extra:
             extra = "; held: preempted by checkpoint next round, it waits until released"

@@ -19,7 +19,7 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.errors import PlacementError, SpecError
-from danlu.core.spec import MAX_PRIORITY, JobSpec, check_limits, parse_spec
+from danlu.core.spec import JobSpec, check_limits, parse_spec
 from danlu.core.state import JobState, check_transition, restart_backoff
 from danlu.core.sweep import MEMBERSHIP_ENV
 from danlu.core.units import format_duration
@@ -43,6 +43,7 @@ from danlu.server.services.job_reasons import not_launched as not_launched
 from danlu.server.services.job_reasons import over_time as over_time
 from danlu.server.services.job_reasons import run_time_at as run_time_at
 from danlu.server.services.job_reasons import shift_clocks as shift_clocks
+from danlu.server.services.job_reasons import stop_reason as stop_reason
 from danlu.server.services.job_reasons import waits_for_launch as waits_for_launch
 from danlu.server.services.job_reasons import why as why
 from danlu.server.services.projects import HOLDING
@@ -90,6 +91,7 @@ def submit(
     family: str | None = None,
     max_unfinished: int = 0,
     now: float | None = None,
+    told: str = "",
 ) -> Job:
     """Validate and admit ``spec`` for ``user`` and queue it as PENDING.
 
@@ -100,6 +102,7 @@ def submit(
     trace recognised, stored as ``training.family`` when the spec says ``auto`` (which stays
     when it is None: the scheduler then treats the family as unknown). ``max_unfinished``:
     the unfinished jobs the job's owner may have (``DANLU_MAX_JOBS_PER_USER``; 0: any).
+    ``told``: what its first event says after who submitted it (``rerun of 3f2a...``).
     Raises :class:`SpecError` (invalid field), :class:`AdmissionError` (can never fit the
     inventory or the project's quota, naming the field), :class:`PermissionDenied` (another
     owner than the caller, not an admin; an owner not a member of the project) or
@@ -118,6 +121,7 @@ def submit(
         family=family,
         max_unfinished=max_unfinished,
         now=t,
+        told=told,
     )
     depends_on, waiting = dependencies.resolve_for(session, parsed.depends_on, user)
     job = submission.queue(
@@ -466,17 +470,12 @@ def cancel_job(
 def set_priority(session: Session, job_id: str, priority: int, viewer: User | None = None) -> Job:
     """Change the priority of an unfinished job (its owner's or, for an admin, anyone's):
     the next scheduling round ranks it anew (a running job may then preempt or be
-    preempted). A finished job is a :class:`ConflictError`."""
-    if isinstance(priority, bool) or not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
-        raise SpecError("priority", f"must lie within -{MAX_PRIORITY}..{MAX_PRIORITY}")
-    job = locked_job(session, job_id, viewer)
-    state = JobState(job.state)
-    if state.terminal:
-        raise ConflictError(f"job {job.id} already finished ({state}); its priority stays")
-    if job.priority != priority:
-        job.priority = priority
-        flush_or_conflict(session, job.id)
-    return job
+    preempted); an event records the change. A finished job is a :class:`ConflictError`.
+    :func:`~danlu.server.services.job_changes.change_job` with the priority alone."""
+    from danlu.server.services import job_changes  # it builds on this module
+
+    change = job_changes.JobChange(priority=priority)
+    return job_changes.change_job(session, job_id, change, viewer).job
 
 
 def hold(

@@ -9,7 +9,9 @@ elsewhere; a job that is not preemptible runs to its end. Either lasts until an
 **uncordon**. A cordon or a drain may also be scheduled for a later time (a maintenance
 window): the node stays open until then, and the reconcile loop applies it when the time
 comes (:func:`close_due`); jobs started meanwhile are preempted by checkpoint then, like
-any drained node's. The reconcile loop cordons a node by itself once
+any drained node's. A cordon or a drain, now or scheduled, may have an end (``until``: the
+window's end): the reconcile loop uncordons the node then (:func:`open_due`); one without an
+end lasts until an uncordon. The reconcile loop cordons a node by itself once
 :data:`DEFAULT_LAUNCH_FAILURE_LIMIT` launches in a row failed there for the node's own
 reasons (a full disk, no processes left; :func:`~danlu.executors.is_node_fault`; or a run
 a poll found could not start there, :attr:`~danlu.executors.ExecStatus.start_failed_on`), so
@@ -24,8 +26,10 @@ other GPUs take work as before. Uncordoning a node leaves its GPUs' cordons as t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Final
 
 from sqlalchemy import Select, select
@@ -122,6 +126,7 @@ def cordon(
     at: float | None = None,
     gpu: int | None = None,
     now: float | None = None,
+    until: float | None = None,
 ) -> Node:
     """Close node ``name`` to new work (``drain``: and preempt its jobs by checkpoint).
     Cordoning a cordoned node keeps when it was cordoned and takes the new reason; a drain
@@ -133,10 +138,47 @@ def cordon(
     no reason, a node the health program or the executor's backend had closed takes
     :data:`ADMIN_REASON`: it stays closed when what closed it passes; so does a GPU the
     health check had closed (it stays closed when a reading lacks it for a while). A reason
-    that begins with such a close's mark is a :class:`SpecError` on ``reason``."""
+    that begins with such a close's mark is a :class:`SpecError` on ``reason``.
+
+    ``until``: the close ends then (the end of a maintenance window: the node is uncordoned
+    by :func:`open_due`); later than ``now``, and than ``at`` when that is later than now,
+    else a :class:`SpecError` on ``until``; for whole nodes only. A close done now replaces
+    the end the node's close had (none given: it lasts until uncordoned); a scheduled one
+    keeps it, its own end coming with it."""
     check_values(reason, "reason")  # no NUL characters: PostgreSQL's text takes none
     _check_admin_reason(reason, gpu is not None)
-    return _close(session, name, reason, drain=drain, at=at, gpu=gpu, now=now)
+    _check_until(until, at, gpu, resolve_now(now))
+    return _close(session, name, reason, drain=drain, at=at, gpu=gpu, now=now, until=until)
+
+
+def _check_until(until: float | None, at: float | None, gpu: int | None, t: float) -> None:
+    """:class:`SpecError` on ``until`` for an end that is not later than the close's start
+    (``at`` when later than ``t``, else ``t``: a window that would end before it began, or
+    has ended already), or for one GPU's close."""
+    if until is None:
+        return
+    if gpu is not None:
+        raise SpecError(
+            "until", "a cordon or drain of one GPU has no end; leave out until (or gpu)"
+        )
+    if not math.isfinite(until):
+        raise SpecError("until", f"must be a time (POSIX seconds), got {until}")
+    starts = at if at is not None and at > t else t
+    if until <= starts:
+        what = "at, when the window begins" if starts != t else "now: that end has passed"
+        raise SpecError(
+            "until",
+            f"must be later than {what} ({shown_time(until)} is not later than "
+            f"{shown_time(starts)}); give the time the window ends",
+        )
+
+
+def shown_time(t: float) -> str:
+    """POSIX seconds ``t`` as an ISO 8601 UTC time (the seconds where past the calendar)."""
+    try:
+        return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
+    except (ValueError, OverflowError, OSError):
+        return f"{t:g} s after 1970"
 
 
 def _check_admin_reason(reason: str, gpu: bool) -> None:
@@ -167,9 +209,10 @@ def _close(
     at: float | None,
     gpu: int | None,
     now: float | None,
+    until: float | None = None,
 ) -> Node:
-    """:func:`cordon` without the checks of an admin's reason (:func:`close_due` applies a
-    reason stored when the close was scheduled)."""
+    """:func:`cordon` without the checks of an admin's reason and end (:func:`close_due`
+    applies a reason and an end stored when the close was scheduled)."""
     t = resolve_now(now)
     node = _node(session, name)
     if gpu is not None:
@@ -188,6 +231,7 @@ def _close(
         node.close_at = at
         node.close_drain = drain
         node.close_reason = reason.strip()[:MAX_REASON]
+        node.close_until = until
         session.flush()
         return node
     if node.cordoned_at is None:
@@ -199,16 +243,23 @@ def _close(
         given = ADMIN_REASON
     node.cordon_reason = given or node.cordon_reason
     node.draining = node.draining or drain
+    node.open_at = until  # this close's end replaces the one before (none: no end)
     if node.close_at is not None and (node.draining or not node.close_drain):
-        node.close_at, node.close_drain, node.close_reason = None, False, ""
+        _drop_scheduled(node)
     session.flush()
     return node
 
 
+def _drop_scheduled(node: Node) -> None:
+    """Forget the cordon or drain scheduled for ``node``, with its end."""
+    node.close_at, node.close_drain, node.close_reason = None, False, ""
+    node.close_until = None
+
+
 def uncordon(session: Session, name: str, gpu: int | None = None) -> Node:
-    """Open node ``name`` to new work again (and forget its launch failures and a cordon or
-    drain scheduled for it); its GPUs closed on their own stay closed. ``gpu``: open only
-    the node's GPU at that index."""
+    """Open node ``name`` to new work again (and forget its launch failures, the end its
+    close had, and a cordon or drain scheduled for it); its GPUs closed on their own stay
+    closed. ``gpu``: open only the node's GPU at that index."""
     node = _node(session, name)
     if gpu is not None:
         opened = _gpu(node, gpu)
@@ -217,21 +268,25 @@ def uncordon(session: Session, name: str, gpu: int | None = None) -> Node:
         opened.draining = False
         session.flush()
         return node
+    _open(node)
+    _drop_scheduled(node)
+    session.flush()
+    return node
+
+
+def _open(node: Node) -> None:
+    """Open ``node`` (its own close, its end and its launch failures; not its GPUs')."""
     node.cordoned_at = None
     node.cordon_reason = ""
     node.draining = False
     node.launch_failures = 0
-    node.close_at = None
-    node.close_drain = False
-    node.close_reason = ""
-    session.flush()
-    return node
+    node.open_at = None
 
 
 def close_due(session: Session, now: float | None = None) -> list[str]:
     """Apply the cordons and drains scheduled for ``now`` or before: each node is closed as
     of its scheduled time, with its reason (``scheduled cordon`` / ``scheduled drain``
-    without one). Returns their names."""
+    without one) and its end (:func:`open_due` opens it then). Returns their names."""
     t = resolve_now(now)
     # locked until the transaction ends (and read again, as :func:`_node` does): an
     # uncordon committed meanwhile is waited for and seen (its node is no longer due), and
@@ -247,11 +302,46 @@ def close_due(session: Session, now: float | None = None) -> list[str]:
         at = node.close_at if node.close_at is not None else t
         kind = "drain" if node.close_drain else "cordon"
         reason = node.close_reason or f"scheduled {kind}"
-        drain = node.close_drain
-        _close(session, node.name, reason, drain=drain, at=None, gpu=None, now=at)  # read again
-        node.close_at, node.close_drain, node.close_reason = None, False, ""
+        drain, until = node.close_drain, node.close_until
+        # read again (locked), closed as of its time, with its end
+        _close(session, node.name, reason, drain=drain, at=None, gpu=None, now=at, until=until)
+        _drop_scheduled(node)
         names.append(node.name)
     return names
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A node whose cordon or drain ended (:func:`open_due`): what it was, for the log."""
+
+    name: str
+    state: str
+    """``cordoned`` or ``draining``: what it was until then."""
+    reason: str
+    at: float
+    """When its close ended (its ``open_at``)."""
+
+
+def open_due(session: Session, now: float | None = None) -> list[Opened]:
+    """Open the nodes whose cordon or drain ends at ``now`` or before (their ``open_at``,
+    the end of a maintenance window), as :func:`uncordon` does but for a cordon or drain
+    scheduled to come, which stays; their GPUs closed on their own stay closed. Locked and
+    read again as :func:`close_due` reads its nodes, applied in the inventory's order."""
+    t = resolve_now(now)
+    due = sorted(
+        session.scalars(_locked(select(Node).where(Node.open_at <= t))),
+        key=lambda node: node.position,
+    )
+    opened = []
+    for node in due:
+        at = node.open_at if node.open_at is not None else t
+        if node.cordoned_at is None:  # opened otherwise meanwhile: only its end is left
+            node.open_at = None
+            continue
+        opened.append(Opened(node.name, state(node), node.cordon_reason, at))
+        _open(node)
+    session.flush()
+    return opened
 
 
 def closed(session: Session, cluster: Cluster) -> Closed:

@@ -21,6 +21,7 @@ again), then the rows.
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Final
 
 from sqlalchemy import delete, select, update
@@ -60,10 +61,13 @@ def due(
     could not be deleted lately: they must not hold up the rest). ``skip`` is passed over
     as the ids are read, not sent with the query: with every job failing (a disk not
     mounted) it holds tens of thousands, past the parameters a statement may bind."""
-    cutoff = resolve_now(now) - days * DAY
     query = (
         select(Job.id)
-        .where(Job.purged_at.is_(None), Job.finished_at < cutoff, Job.state.in_(_FINISHED))
+        .where(
+            Job.purged_at.is_(None),
+            Job.finished_at < cutoff(days, now),
+            Job.state.in_(_FINISHED),
+        )
         .order_by(Job.finished_at, Job.seq)
         .limit(limit + len(skip))
     )
@@ -89,9 +93,28 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def purged(session: Session, job_id: str, now: float | None = None) -> None:
+@dataclass(frozen=True, slots=True)
+class Removed:
+    """The rows :func:`purged` deleted of one job (or, added up, of a pass)."""
+
+    metric_records: int = 0
+    metric_keys: int = 0
+    """The ``Idempotency-Key`` rows of the requests that stored them."""
+
+    def __add__(self, other: Removed) -> Removed:
+        return Removed(
+            self.metric_records + other.metric_records, self.metric_keys + other.metric_keys
+        )
+
+
+def cutoff(days: float, now: float | None = None) -> float:
+    """The time before which a job must have finished to be due (:func:`due`)."""
+    return resolve_now(now) - days * DAY
+
+
+def purged(session: Session, job_id: str, now: float | None = None) -> Removed:
     """Mark the job purged (its files are gone) and delete its metric records and the keys
-    of the requests that stored them.
+    of the requests that stored them; how many rows of each were deleted.
 
     The mark comes first: its UPDATE locks the job's row, so a report being stored
     (:func:`~danlu.server.services.metrics.ingest` locks the row too) commits before the
@@ -104,5 +127,12 @@ def purged(session: Session, job_id: str, now: float | None = None) -> None:
         .values(purged_at=resolve_now(now))
         .execution_options(synchronize_session=False)
     )
-    session.execute(delete(JobMetric).where(JobMetric.job_id == job_id))
-    session.execute(delete(JobMetricKey).where(JobMetricKey.job_id == job_id))
+    records = session.execute(delete(JobMetric).where(JobMetric.job_id == job_id))
+    keys = session.execute(delete(JobMetricKey).where(JobMetricKey.job_id == job_id))
+    return Removed(_count(records), _count(keys))
+
+
+def _count(result: object) -> int:
+    """The rows a DELETE's result says it deleted (0 where the driver does not say)."""
+    rowcount = getattr(result, "rowcount", -1)
+    return rowcount if isinstance(rowcount, int) and rowcount > 0 else 0

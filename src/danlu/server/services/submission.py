@@ -49,6 +49,9 @@ class Admitted:
     gpu_memory: int | None
     """Bytes per GPU each job asks for (None or 0: whole GPUs)."""
     micro_batch_limit: int | None
+    told: str = ""
+    """What each job's first event says after ``submitted by NAME`` (``rerun of 3f2a...``),
+    in parentheses; nothing when empty."""
 
 
 def owner_of(session: Session, spec: JobSpec, caller: User) -> User:
@@ -128,10 +131,12 @@ def admit(
     family: str | None = None,
     max_unfinished: int = 0,
     now: float,
+    told: str = "",
 ) -> Admitted:
     """Check ``spec`` (validated) for a job ``caller`` submits; the arguments as
-    :func:`danlu.server.services.jobs.submit` takes them. The ``depends_on`` of the spec is
-    left to the caller (:func:`danlu.server.services.dependencies.resolve_for`)."""
+    :func:`danlu.server.services.jobs.submit` takes them (``told``: what the jobs' first
+    event says after who submitted them, :attr:`Admitted.told`). The ``depends_on`` of the
+    spec is left to the caller (:func:`danlu.server.services.dependencies.resolve_for`)."""
     admission.check_spec_shape(spec)
     parsed = _with_family(spec, family)
     if gpu_memory is not None and gpu_memory < 0:
@@ -141,34 +146,54 @@ def admit(
         check_unfinished(session, owner, max_unfinished)
     project = project_named(session, parsed.project, now)
     members.check_member(session, project, owner)
+    memory = check_fit(session, parsed, project, owner, gpu_memory=gpu_memory, now=now)
+    return Admitted(parsed, caller, owner, project, family, memory, micro_batch_limit, told)
+
+
+def check_fit(
+    session: Session,
+    spec: JobSpec,
+    project: Project,
+    owner: User,
+    *,
+    gpu_memory: int | None,
+    now: float,
+) -> int | None:
+    """The checks of ``spec``'s resources (validated) for a job of ``owner`` in ``project``,
+    against the inventory (read here): the GPU types it names, whether it can ever fit, and
+    the project's and the owner's quotas (:class:`AdmissionError` naming the field). Returns
+    the bytes per GPU a job of it asks for: ``gpu_memory`` (the estimate of ``gpu_memory:
+    auto``), else the spec's size, else None (whole GPUs). A submission's (:func:`admit`)
+    and a queued job's new resources' (``PATCH /jobs/{id}``)."""
     memory = gpu_memory
-    if memory is None and isinstance(parsed.resources.gpu_memory, int):
-        memory = parsed.resources.gpu_memory
+    if memory is None and isinstance(spec.resources.gpu_memory, int):
+        memory = spec.resources.gpu_memory
     cluster = load_cluster(session)
     request = admission.build_request(
-        "",  # no job yet: the checks below read the resources, not the id
-        parsed,
+        "",  # the checks below read the resources, not the id
+        spec,
         submit_time=now,
         seq=0,
-        priority=parsed.priority + project.priority,
+        priority=spec.priority + project.priority,
         gpu_memory=memory,
-        gpu_types=admission.canonical_gpu_types(parsed, cluster),
+        gpu_types=admission.canonical_gpu_types(spec, cluster),
     )
     problem = admission.never_fits(request, cluster)
     if problem is not None:
         raise problem
     admission.check_quota(request, project, cluster, owner)
-    return Admitted(parsed, caller, owner, project, family, memory, micro_batch_limit)
+    return memory
 
 
-def _event(job: Job, caller: User, now: float) -> dict[str, Any]:
+def _event(job: Job, admitted: Admitted, now: float) -> dict[str, Any]:
     """The columns of a new job's first event."""
+    told = f" ({admitted.told})" if admitted.told else ""
     return {
         "job_id": job.id,
         "time": now,
         "old": None,
         "new": JobState.PENDING.value,
-        "reason": f"submitted by {caller.name}",
+        "reason": f"submitted by {admitted.caller.name}{told}",
     }
 
 
@@ -207,7 +232,7 @@ def queue(
         pending_reason=waiting.reason or "waiting for the next scheduling round",
     )
     session.add(job)
-    session.add(JobEvent(**_event(job, admitted.caller, now)))
+    session.add(JobEvent(**_event(job, admitted, now)))
     return job
 
 
@@ -231,4 +256,4 @@ def announce(session: Session, admitted: Admitted, queued: Sequence[Job], now: f
     event, in one query for them all."""
     session.flush()
     owners = {"project_id": admitted.project.id, "user_id": admitted.owner.id}
-    webhooks.enqueue(session, [_event(job, admitted.caller, now) | owners for job in queued])
+    webhooks.enqueue(session, [_event(job, admitted, now) | owners for job in queued])
