@@ -35,7 +35,10 @@ python3 -m ruff format --check src tests benchmarks examples
 echo "== mypy"
 python3 -m mypy src/danlu benchmarks
 echo "== pytest"
-# Tests run in parallel (pytest-xdist), one worker per CPU unless DANLU_TEST_WORKERS says
-# otherwise (0: in this process). Modules marked with the same `xdist_group` (the Ray and the
-# Slurm clusters) share one worker so that two such clusters never start at once.
-python3 -m pytest -q -p no:cacheprovider -n "${DANLU_TEST_WORKERS:-auto}" --dist loadgroup "$@"
+# Tests run in parallel (pytest-xdist), one worker per CPU and one more unless
+# DANLU_TEST_WORKERS says otherwise (0: in this process): many tests spend seconds waiting on
+# processes they started (control planes, daemons, training runs), a time the extra worker
+# fills. Modules marked with the same `xdist_group` (the Ray and the Slurm clusters) share
+# one worker so that two such clusters never start at once.
+workers="${DANLU_TEST_WORKERS:-$(($(nproc) + 1))}"
+python3 -m pytest -q -p no:cacheprovider -n "$workers" --dist loadgroup "$@"
