@@ -24,7 +24,7 @@ from danlu.client.errors import (
 from danlu.core.errors import DanluError, SpecError, UnknownNameError
 from danlu.core.metric_record import RecordError
 from danlu.core.paging import StalledListError
-from danlu.executors.errors import NodeLaunchError
+from danlu.executors.errors import NodeLaunchError, PartitionClosedError
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "danlu"
 
@@ -36,6 +36,7 @@ def _samples() -> dict[str, DanluError]:
     from danlu.estimate.memory.trace_result import LoneSampleError
     from danlu.estimate.memory.trace_worker import SparseTensorMade
     from danlu.server import errors as server_errors
+    from danlu.server.home_port import ListenError
     from danlu.train.checkpoint import loading
 
     return {
@@ -47,6 +48,8 @@ def _samples() -> dict[str, DanluError]:
         "client/errors.py:WaitTimeout": WaitTimeout(["j1"], [{"id": "j0"}], 2.5),
         "core/paging.py:StalledListError": StalledListError(7, 4),
         "executors/errors.py:NodeLaunchError": NodeLaunchError("no GPU", nodes=("n1",)),
+        "executors/errors.py:PartitionClosedError": PartitionClosedError("closed", "gpu", "DRAIN"),
+        "server/home_port.py:ListenError": ListenError("cannot listen", "Address already in use"),
         "server/errors.py:NotFoundError": server_errors.NotFoundError("job", "abc", "id", "?"),
         "server/errors.py:_FieldError": server_errors._FieldError("taken", field="name"),
         "server/errors.py:AdmissionError": server_errors.AdmissionError("gpus", "too many"),

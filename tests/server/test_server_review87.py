@@ -301,11 +301,11 @@ def test_a_database_error_in_a_retention_pass_keeps_the_delays_met_before_it(
             raise ExecutorError(f"job {job_id}: its log is on a disk not mounted")
         real_discard(job_id)
 
-    def purged(session: Any, job_id: str, now: float | None = None) -> None:
+    def purged(session: Any, job_id: str, now: float | None = None) -> retention.Removed:
         if job_id in down:
             down.clear()
             raise OperationalError("UPDATE jobs", {}, Exception("server closed the connection"))
-        real_purged(session, job_id, now)
+        return real_purged(session, job_id, now)
 
     monkeypatch.setattr(executor, "discard", discard)
     monkeypatch.setattr(retention, "purged", purged)
