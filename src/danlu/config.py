@@ -30,7 +30,8 @@ DANLU_INVENTORY_REFRESH seconds between readings of the   ``30`` (0: at start-up
 DANLU_RUN_AS         ``server`` (jobs run as the control   ``server``
                      plane's user) or ``user`` (as their
                      user's OS account; local, root)
-DANLU_PORT           HTTP port (0: any free port)          ``8470``
+DANLU_PORT           HTTP port (0: any free port; the      ``8470``
+                     home's port before where it is free)
 DANLU_URL            server URL for the CLI (overrides     unset (``DANLU_HOME/server.json``)
                      ``DANLU_HOME/server.json``)
 DANLU_TOKEN          API token for the CLI                 unset (``DANLU_HOME/admin.token``)
