@@ -473,9 +473,15 @@ def check_cluster(settings: Settings) -> None:
     try:
         partition_nodes(SlurmCommands(job_base_env()), settings.slurm_partition)
     except ExecutorError as exc:
-        raise ConfigError(
-            f"--executor slurm: cannot read the cluster's nodes: {exc}; {CLUSTER_HINTS['slurm']}"
-        ) from None
+        raise cluster_unreadable("slurm", exc) from None
+
+
+def cluster_unreadable(executor: str, exc: ExecutorError) -> ConfigError:
+    """The refusal of a start-up whose ``executor`` (``slurm``, ``ray``) cannot read its
+    cluster's nodes (``exc``), with what to check (:data:`CLUSTER_HINTS`)."""
+    return ConfigError(
+        f"--executor {executor}: cannot read the cluster's nodes: {exc}; " + CLUSTER_HINTS[executor]
+    )
 
 
 def prepare(
@@ -575,10 +581,7 @@ def prepare(
                 executor = build_cluster_executor(settings, url)
                 inventory = inventory_from_cluster(executor.inventory(), settings.executor)
             except ExecutorError as exc:
-                raise ConfigError(
-                    f"--executor {settings.executor}: cannot read the cluster's nodes: {exc}; "
-                    + CLUSTER_HINTS[settings.executor]
-                ) from None
+                raise cluster_unreadable(settings.executor, exc) from None
             announce(f"danlu: running jobs with {settings.executor}: {inventory.describe()}")
         else:
             executor = build_executor(settings, inventory, url)
