@@ -29,7 +29,9 @@ from danlu.core.cluster import Allocation, Cluster, GpuShare, Node
 from danlu.core.state import JobState
 from danlu.core.units import GiB
 from danlu.executors import Executor, FakeExecutor, FakeWorld
+from danlu.executors.fake import ManualClock
 from danlu.sched.policies.base import Policy
+from danlu.sched.registry import make_policy
 from danlu.sched.view import ClusterView, Plan
 from danlu.server.db import Database
 from danlu.server.db.models import Base, User
@@ -68,6 +70,20 @@ def fake_loop(
     world.default = world.default.__class__(duration=duration)
     executor = FakeExecutor(Cluster(tuple(nodes)), world)
     return Reconciler(db, executor, load_settings(home=home), policy=policy), world
+
+
+def one_gpu_loop(
+    db: Database, home: Path, now: float, policy: str = "fifo"
+) -> tuple[Reconciler, FakeWorld]:
+    """A reconcile loop of ``policy`` over a fake executor of one 1-GPU node, with the user
+    ``alice`` made and the world's clock (a :class:`ManualClock`) at ``now``."""
+    inventory = Cluster.homogeneous(1, 1, "H100")
+    with db.session() as s:
+        user_and_nodes(s, inventory.nodes, now)
+    world = FakeWorld(clock=ManualClock(now))
+    executor = FakeExecutor(inventory, world)
+    loop = Reconciler(db, executor, load_settings(home=home), policy=make_policy(policy))
+    return loop, world
 
 
 def user_and_nodes(session: Session, nodes: Sequence[Node], now: float) -> User:

@@ -12,13 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import user_and_nodes
+from helpers import one_gpu_loop
 
-from danlu.config import load_settings
-from danlu.core.cluster import Cluster
-from danlu.executors import FakeExecutor, FakeWorld, Outcome
-from danlu.executors.fake import ManualClock
-from danlu.sched.registry import make_policy
+from danlu.executors import FakeWorld, Outcome
 from danlu.server.db import Database
 from danlu.server.reconcile import Reconciler
 from danlu.server.services import events, jobs, metrics, users
@@ -31,13 +27,7 @@ BODY = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
 
 def _loop(db: Database, tmp_path: Path, policy: str = "fifo") -> tuple[Reconciler, FakeWorld]:
     """A loop of ``policy`` over a fake executor of one 1-GPU node, its clock at NOW."""
-    inventory = Cluster.homogeneous(1, 1, "H100")
-    with db.session() as s:
-        user_and_nodes(s, inventory.nodes, NOW)
-    world = FakeWorld(clock=ManualClock(NOW))
-    executor = FakeExecutor(inventory, world)
-    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy(policy))
-    return loop, world
+    return one_gpu_loop(db, tmp_path, NOW, policy)
 
 
 def _submit(db: Database, t: float, **spec: Any) -> str:
