@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from typing import Final
 
 from sqlalchemy import Select, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from danlu.core.cluster import Cluster
 from danlu.core.errors import SpecError
@@ -293,10 +293,7 @@ def close_due(session: Session, now: float | None = None) -> list[str]:
     # one that comes after waits, then opens the node; locked in the order of :func:`_locked`
     # (the health program's closes lock several nodes at once too), applied in the
     # inventory's
-    due = sorted(
-        session.scalars(_locked(select(Node).where(Node.close_at <= t))),
-        key=lambda node: node.position,
-    )
+    due = _due(session, Node.close_at, t)
     names = []
     for node in due:
         at = node.close_at if node.close_at is not None else t
@@ -308,6 +305,14 @@ def close_due(session: Session, now: float | None = None) -> list[str]:
         _drop_scheduled(node)
         names.append(node.name)
     return names
+
+
+def _due(session: Session, when: InstrumentedAttribute[float | None], t: float) -> list[Node]:
+    """The nodes whose ``when`` (a scheduled close's ``close_at``, a close's end
+    ``open_at``) is ``t`` or before, locked and read again (:func:`_locked`), in the
+    inventory's order."""
+    rows = session.scalars(_locked(select(Node).where(when <= t)))
+    return sorted(rows, key=lambda node: node.position)
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,11 +333,8 @@ def open_due(session: Session, now: float | None = None) -> list[Opened]:
     scheduled to come, which stays; their GPUs closed on their own stay closed. Locked and
     read again as :func:`close_due` reads its nodes, applied in the inventory's order."""
     t = resolve_now(now)
-    due = sorted(
-        session.scalars(_locked(select(Node).where(Node.open_at <= t))),
-        key=lambda node: node.position,
-    )
     opened = []
+    due = _due(session, Node.open_at, t)
     for node in due:
         at = node.open_at if node.open_at is not None else t
         if node.cordoned_at is None:  # opened otherwise meanwhile: only its end is left
