@@ -19,6 +19,7 @@ from danlu.server.db import Database
 from danlu.server.db.models import Job, User
 from danlu.server.errors import ConflictError
 from danlu.server.services import disabling, jobs, users
+from danlu.server.services.bulk import WaitingReasons
 from danlu.server.services.record import apply_plan
 from danlu.server.services.view import build_snapshot
 
@@ -84,6 +85,59 @@ def test_a_plan_made_before_the_disable_committed_starts_none_of_the_owners_jobs
     assert applied.skipped[mine] == "its owner was disabled since the view was built"
     with db.session() as s:
         assert jobs.get_job(s, mine).state == "PENDING"
+
+
+def test_a_plan_made_before_the_disable_committed_keeps_the_disables_reasons(
+    db: Database,
+) -> None:
+    """The owner disabled between the round's view and the recording of its plan: neither
+    the job's own waiting reason (fifo's ``needs 4 GPUs, 3 free``) nor the plan's shared one
+    (``queued behind ...``) is written over the reason the disable gave its queued jobs."""
+    with db.session() as s:
+        alice = user_and_nodes(s, (NODE,), T)
+        users.create_user(s, "root", "admin", now=T)
+        ran = jobs.submit(s, {"name": "ran", **BODY}, alice, now=T)
+        jobs.change_state(s, ran, JobState.RUNNING, "go", T, allocation=[_gpu(0)])
+        four = {**BODY, "resources": {"gpus": 4}}
+        big = jobs.submit(s, {"name": "big", **four}, alice, now=T + 1).id
+        small = jobs.submit(s, {"name": "small", **BODY}, alice, now=T + 2).id
+    with db.session() as s:
+        snap = build_snapshot(s, T + 10)
+        plan: Plan = make_policy("fifo").schedule(snap.view)
+        assert plan.waiting == {big: "needs 4 GPUs, 3 free"} and not plan.starts
+        assert plan.waiting_default is not None and small not in plan.waiting
+        disabling.disable(s, "alice", users.get_user(s, "root"), now=T + 5)
+        apply_plan(s, plan, T + 10, snap.withheld, snap)
+    with db.session() as s:
+        for job_id in (big, small):
+            assert jobs.get_job(s, job_id).pending_reason == users.owner_disabled("alice")
+
+
+def test_a_waiting_reason_is_not_written_over_a_row_changed_since_it_was_read(
+    db: Database,
+) -> None:
+    """A job row read by the round, then changed by another writer (a disable, a hold: each
+    writes its own reason and a new version) before the round writes its reasons: the
+    round's reason is not written over it; an unchanged row's is."""
+    with db.session() as s:
+        alice = user_and_nodes(s, (NODE,), T)
+        changed = jobs.submit(s, {"name": "changed", **BODY}, alice, now=T).id
+        kept = jobs.submit(s, {"name": "kept", **BODY}, alice, now=T + 1).id
+    with db.session() as s:
+        rows = {j.id: j for j in s.scalars(select(Job).where(Job.id.in_([changed, kept])))}
+        s.execute(
+            update(Job)
+            .where(Job.id == changed)
+            .values(pending_reason="said by another writer", version=Job.version + 1)
+            .execution_options(synchronize_session=False)
+        )
+        reasons = WaitingReasons()
+        for row in rows.values():
+            reasons.add(row, "the round's reason")
+        reasons.write(s)
+    with db.session() as s:
+        assert jobs.get_job(s, changed).pending_reason == "said by another writer"
+        assert jobs.get_job(s, kept).pending_reason == "the round's reason"
 
 
 def test_a_disable_and_an_enable_change_the_rows_they_tell_of(db: Database) -> None:

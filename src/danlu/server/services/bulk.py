@@ -141,8 +141,10 @@ class WaitingReasons:
     rows' ``version`` alone, as the round's shared reason is written (a reason is advice to
     users, not state: it is not what a concurrent change is guarded on, and a job whose
     version moved has its scheduling status rebuilt in the next snapshot, ~60 us each; a
-    round that defers ~1,800 starts would rebuild them all). Only rows still PENDING are
-    written, so a job cancelled meanwhile keeps its reason and the round is not lost."""
+    round that defers ~1,800 starts would rebuild them all). Only rows still PENDING and at
+    the version the session holds are written: a job cancelled meanwhile keeps its reason
+    and the round is not lost, and one whose row another transaction changed since it was
+    read (a hold, a disable of its owner: each writes its own reason) keeps that one."""
 
     def __init__(self) -> None:
         self._rows: dict[int, tuple[Job, str]] = {}
@@ -158,11 +160,18 @@ class WaitingReasons:
     def write(self, session: Session) -> int:
         """Write the reasons added since the last write; the objects take them as their
         committed values (not a change for the ORM to flush). Returns how many."""
-        rows = [{"k_seq": seq, "v_reason": reason} for seq, (_, reason) in self._rows.items()]
+        rows = [
+            {"k_seq": seq, "k_version": job.version, "v_reason": reason}
+            for seq, (job, reason) in self._rows.items()
+        ]
         if rows:
             statement = (
                 update(_TABLE)
-                .where(_TABLE.c.seq == bindparam("k_seq"), _TABLE.c.state == _PENDING)
+                .where(
+                    _TABLE.c.seq == bindparam("k_seq"),
+                    _TABLE.c.state == _PENDING,
+                    _TABLE.c.version == bindparam("k_version"),
+                )
                 .values(pending_reason=bindparam("v_reason"))
             )
             session.connection().execute(statement, rows)

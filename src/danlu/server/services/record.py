@@ -466,8 +466,10 @@ def apply_plan(
         q.id: q
         for q in (snapshot.user_quotas if snapshot else user_quotas.read_quotas(session)).values()
     }
-    # the owners disabled since the view was built (PostgreSQL: a disable committed since)
-    disabled = users.disabled_ids(session) if plan.starts else frozenset()
+    # the owners disabled since the view was built (PostgreSQL: a disable committed since),
+    # read after their jobs' rows: a disable committed later changed those rows' versions,
+    # which the reasons' write is guarded on
+    disabled = users.disabled_ids(session)
 
     # the running jobs the snapshot saw as preemptible (its spec's flag): their specs need
     # not be parsed again (~35 us a job); any other is checked on its spec
@@ -653,6 +655,8 @@ def apply_plan(
         job = rows.get(job_id)
         if job is None or job.state != JobState.PENDING.value or job_id in out.deferred:
             continue
+        if job.user_id in disabled and job_id not in (withheld or {}):
+            continue  # its owner was disabled since the view: it keeps the disable's reason
         if _not_due(job, t) is None:  # a held or waiting job keeps its own reason
             reasons.add(job, reason)
     if plan.waiting_default:
@@ -669,6 +673,7 @@ def apply_plan(
             # job waiting for a dependency, one backing off after a failed launch
             .where(Job.waiting_on.is_(None))
             .where(or_(Job.next_attempt_at.is_(None), Job.next_attempt_at <= t))
+            .where(Job.user_id.not_in(users.disabled_query()))  # as the disable said
             .values(pending_reason=reason)
             .execution_options(synchronize_session=False)
         )

@@ -14,7 +14,7 @@ import re
 import secrets
 from pathlib import Path
 
-from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy import Select, delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -217,9 +217,14 @@ def disabled_names(session: Session) -> frozenset[str]:
     return frozenset(session.scalars(select(User.name).where(User.disabled_at.is_not(None))))
 
 
+def disabled_query() -> Select[int]:
+    """The query of the disabled users' ids (for a subquery)."""
+    return select(User.id).where(User.disabled_at.is_not(None))
+
+
 def disabled_ids(session: Session) -> frozenset[int]:
     """The ids of the disabled users."""
-    return frozenset(session.scalars(select(User.id).where(User.disabled_at.is_not(None))))
+    return frozenset(session.scalars(disabled_query()))
 
 
 def refused(row: ApiToken) -> bool:
