@@ -19,7 +19,7 @@ import pytest
 from helpers import live_server, submit, wait_state
 
 from danlu.config import load_settings
-from danlu.server.main import private_database, private_home
+from danlu.server.private_files import private_database, private_home
 
 OTHERS = 0o077
 """The group and other permission bits."""

@@ -16,6 +16,7 @@ import danlu.server.main as main
 from danlu.config import load_settings
 from danlu.core.errors import ConfigError
 from danlu.devices import discover
+from danlu.server import listening
 
 GiB = 1024**3
 
@@ -71,14 +72,14 @@ def test_one_lost_gpu_leaves_the_others_to_the_server(monkeypatch: pytest.Monkey
 
 
 def test_a_port_another_server_listens_on_is_refused_at_once() -> None:
-    first = main.bind("127.0.0.1", 0)
+    first = listening.bind("127.0.0.1", 0)
     try:
         port = first.getsockname()[1]
         with pytest.raises(ConfigError, match=f"cannot listen on --host 127.0.0.1 --port {port}"):
-            main.bind("127.0.0.1", port)
+            listening.bind("127.0.0.1", port)
     finally:
         first.close()
-    again = main.bind("127.0.0.1", port)  # free once the first is closed
+    again = listening.bind("127.0.0.1", port)  # free once the first is closed
     again.close()
 
 

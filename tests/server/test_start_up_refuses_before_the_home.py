@@ -13,6 +13,7 @@ import pytest
 import danlu.server.main as main
 from danlu.config import load_settings
 from danlu.core.errors import ConfigError
+from danlu.server import listening
 
 BAD_START_UPS: list[tuple[str, dict[str, Any], str]] = [
     ("port", {"port": 70000}, r"--port \(DANLU_PORT\) must be 0\.\.65535"),
@@ -47,9 +48,9 @@ def test_host_names_that_cannot_be_encoded_are_a_config_error_naming_the_flag() 
     ``UnicodeError`` from the idna codec for such a name: the host check names ``--host``."""
     for host in ("é" * 70, "a\udcff", "ä." * 2 + "b" * 64):
         with pytest.raises(ConfigError, match=r"cannot listen on --host"):
-            main.bind(host, 0)
+            listening.bind(host, 0)
         with pytest.raises(ConfigError, match=r"--host .* is not an address"):
-            main.check_listen_address(host)
+            listening.check_listen_address(host)
 
 
 def test_a_good_host_and_port_still_start(tmp_path: Path) -> None:

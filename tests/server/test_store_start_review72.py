@@ -34,7 +34,7 @@ from danlu.client.errors import NoServerError
 from danlu.config import load_settings
 from danlu.core.cluster import Node, gpu_type
 from danlu.core.errors import ConfigError
-from danlu.server import main
+from danlu.server import main, private_files
 from danlu.server.db import Database, Lease, current_revision, head_revision, upgrade_database
 from danlu.server.plane_lease import (
     LEASE,
@@ -232,7 +232,7 @@ def test_a_file_that_is_not_a_database_is_refused_and_left_as_it_was(tmp_path: P
     notes.write_text("my notes, not a database\n" * 200)
     notes.chmod(0o644)
     settings = load_settings(home=tmp_path / "home", database_url=f"sqlite:///{notes}")
-    main.private_database(settings.db_url)
+    private_files.private_database(settings.db_url)
     with pytest.raises(ConfigError) as err:
         main._open_store(settings, take_lease=True)
     said = str(err.value)
@@ -243,11 +243,11 @@ def test_a_file_that_is_not_a_database_is_refused_and_left_as_it_was(tmp_path: P
 
 def test_a_new_or_sqlite_database_file_is_still_made_private(tmp_path: Path) -> None:
     path = tmp_path / "danlu.db"
-    main.private_database(f"sqlite:///{path}")
+    private_files.private_database(f"sqlite:///{path}")
     assert path.stat().st_mode & 0o777 == 0o600
     path.chmod(0o644)
     upgrade_database(f"sqlite:///{path}")
-    main.private_database(f"sqlite:///{path}")
+    private_files.private_database(f"sqlite:///{path}")
     assert path.stat().st_mode & 0o777 == 0o600
 
 

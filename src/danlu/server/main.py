@@ -7,13 +7,11 @@ runs it with uvicorn until interrupted.
 from __future__ import annotations
 
 import fcntl
-import ipaddress
 import json
 import logging
 import os
 import signal
 import socket
-import stat
 import sys
 import threading
 import time
@@ -38,13 +36,17 @@ from danlu.server.db import Database, upgrade_database
 from danlu.server.db.engine import database_shown, sqlite_file
 from danlu.server.gpus import find_inventory
 from danlu.server.home_port import (
-    JobsAddress,
-    ListenError,
-    port_to_bind,
     read_address,
     record_address,
     running_jobs,
     tell_jobs_address,
+)
+from danlu.server.listening import (
+    advertised_host,
+    bind,
+    check_listen_address,
+    check_port,
+    listen_for_home,
 )
 from danlu.server.loops import close_quietly
 from danlu.server.plane_lease import (
@@ -55,16 +57,12 @@ from danlu.server.plane_lease import (
     take_scheduler_lease,
     wait_before_upgrading,
 )
+from danlu.server.private_files import private_database, private_home
 from danlu.server.reconcile import build_policy, tune_collector
 from danlu.server.run_as import check_run_as, close_home
 from danlu.server.services.users import bootstrap_admin
 
 log = logging.getLogger(__name__)
-OTHERS = 0o077
-"""The group and other permission bits: none on what the control plane keeps (the database
-holds webhook secrets and every job's environment, the logs every job's output)."""
-LOGS = "logs"
-"""The home's directory of the jobs' logs (the executors' ``log_dir``)."""
 
 
 @dataclass
@@ -118,135 +116,6 @@ def lock_home(home: Path) -> IO[str]:
 
 def _announce(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
-
-
-LISTEN_BACKLOG = 2048
-"""Connections the kernel queues before the server accepts them (uvicorn's default)."""
-
-
-BIND_ERRORS = (OSError, OverflowError, UnicodeError, TypeError, ValueError)
-"""What ``socket.bind`` raises for an address it cannot use: a name that does not resolve
-(``OSError``), a port past 65535 (``OverflowError``), and a name that cannot be encoded as a
-host name (a label over 63 characters, a character no host name has: ``UnicodeError``, or
-``TypeError: encoding of hostname failed``; a NUL: ``ValueError`` or ``TypeError``)."""
-
-
-def _bind_failure(exc: BaseException) -> str:
-    """Why ``socket.bind`` refused an address (one of :data:`BIND_ERRORS`), in words."""
-    if isinstance(exc, OSError):
-        return exc.strerror or str(exc)
-    if isinstance(exc, OverflowError):
-        return str(exc)
-    return "it is not a valid host name (dot-separated labels of 1 to 63 characters each)"
-
-
-def check_port(port: int) -> None:
-    """Refuse a ``--port`` outside 0..65535 (0: any free port) with a :class:`ConfigError`."""
-    if isinstance(port, bool) or not 0 <= port <= 65535:
-        raise ConfigError(f"--port (DANLU_PORT) must be 0..65535 (0: any free port), got {port}")
-
-
-def check_listen_address(host: str) -> None:
-    """Refuse a ``--host`` that is not an address of this machine (``nosuch.invalid``,
-    another machine's, a name that is no host name) with a :class:`ConfigError` naming the
-    flag and the fix, before anything is made: a socket bound to it on any free port and
-    closed at once (no file, no port kept). :func:`bind` binds the port itself later."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.bind((host, 0))
-    except BIND_ERRORS as exc:
-        raise ConfigError(
-            f"--host {host!r} is not an address this machine can listen on: "
-            f"{_bind_failure(exc)}; give 127.0.0.1 (the default), 0.0.0.0 for every address, "
-            "or one of this machine's"
-        ) from None
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (port 0: a free one), which uvicorn serves.
-    It listens at once: with ``SO_REUSEADDR`` (a restart need not wait out the old
-    server's connections) a port only bound by another server could be bound again, so
-    a second server on a port would pass this check and fail later, in uvicorn. An address
-    it cannot listen on is a :class:`~danlu.server.home_port.ListenError`."""
-    check_port(port)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen(LISTEN_BACKLOG)
-    except BIND_ERRORS as exc:
-        sock.close()
-        reason = _bind_failure(exc)
-        raise ListenError(
-            f"cannot listen on --host {host} --port {port}: {reason}; pick an address of this "
-            "machine and a free port (--port 0 picks one)",
-            reason,
-        ) from None
-    sock.set_inheritable(False)
-    return sock
-
-
-def listen_for_home(
-    host: str, wanted: int, recorded: JobsAddress | None
-) -> tuple[socket.socket, str | None]:
-    """:func:`bind` for a plane asked for ``--port wanted`` on a home whose plane gave its
-    jobs the address ``recorded``: for ``--port 0``, on that address's port again
-    (:func:`~danlu.server.home_port.port_to_bind`), or on any free port where that one
-    cannot be bound (taken). The socket, and why the recorded port could not be bound
-    (None: it was, or was not tried)."""
-    port = port_to_bind(wanted, recorded)
-    if port == wanted:
-        return bind(host, wanted), None
-    try:
-        return bind(host, port), None
-    except ListenError as exc:
-        return bind(host, 0), exc.reason
-
-
-def _resolves(name: str) -> bool:
-    """Whether ``name`` resolves to an address here."""
-    try:
-        return bool(socket.getaddrinfo(name, None, type=socket.SOCK_STREAM))
-    except (OSError, UnicodeError):
-        return False
-
-
-_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
-"""Names a misconfigured host gives as its FQDN (``/etc/hosts`` maps its name to
-``127.0.0.1 localhost``) that no other host reaches it by."""
-
-
-def advertised_host(host: str, announce: Callable[[str], None]) -> str:
-    """The name jobs (``DANLU_API_URL``), the CLI (``server.json``) and the banner reach a
-    server listening on ``host`` by: ``host`` itself, or for a wildcard address (``0.0.0.0``,
-    ``::``) this host's name (its FQDN, else its host name; never ``localhost``) where it
-    resolves, else the loopback, which only this host reaches (said through ``announce``).
-    A name that resolves here to a loopback address (Debian's ``127.0.1.1``) is kept: the
-    other hosts resolve it through their DNS."""
-    try:
-        wildcard = ipaddress.ip_address(host).is_unspecified
-    except ValueError:  # a name, not an address
-        return host
-    if not wildcard:
-        return host
-    names = dict.fromkeys(
-        name
-        for name in (socket.getfqdn(), socket.gethostname())
-        if name and name.lower() not in _LOOPBACK_NAMES
-    )
-    for name in names:
-        if _resolves(name):
-            return name
-    loopback = "::1" if ":" in host else "127.0.0.1"
-    announce(
-        f"danlu: listening on every address (--host {host}), but this host's name "
-        f"{next(iter(names), '')!r} does not resolve; jobs are told to reach the control plane "
-        f"on {loopback}, which only this host reaches: give --host an address of this machine "
-        "or make its name resolve"
-    )
-    return loopback
 
 
 @dataclass
@@ -330,123 +199,6 @@ def _release_scheduler(settings: Settings, token: str) -> None:
         db.dispose()
 
 
-def private_home(home: Path) -> None:
-    """Make ``home`` (owned by this user) and its ``logs`` directory ``0700`` and the logs
-    in it private (an earlier version left them ``0644``), each change said in the log:
-    ``mkdir(mode=0o700)`` applies only to a directory it makes, and a pre-made home
-    (``/var/lib/danlu``, ``mkdir -p``) stayed ``0755``. A home of another account is left
-    to its owner (said too). No umask: the local executor's jobs inherit this process's,
-    and their own files keep their usual modes; a log made later (one per job) is in the
-    private directory. Not for ``DANLU_RUN_AS=user``, whose home is ``0711``
-    (:func:`~danlu.server.run_as.close_home`)."""
-    try:
-        info = home.stat()
-        if info.st_uid != os.geteuid():
-            if info.st_mode & OTHERS:
-                log.warning(
-                    "home %s is %04o and belongs to uid %d, not this user: other accounts "
-                    "may read its database and the jobs' logs; chmod 700 it, or chown it "
-                    "to this user (a home of its own is made private at start-up)",
-                    home,
-                    stat.S_IMODE(info.st_mode),
-                    info.st_uid,
-                )
-            return
-        _tighten(home, "home")
-        logs = home / LOGS
-        logs.mkdir(mode=0o700, exist_ok=True)
-        _tighten(logs, "the jobs' log directory")
-        loose = [entry for entry in logs.iterdir() if entry.is_file() and _private(entry)]
-        if loose:
-            log.warning(
-                "made %d job log(s) in %s private (0600): other accounts could read them",
-                len(loose),
-                logs,
-            )
-    except OSError as exc:
-        log.warning(
-            "cannot make home %s private (%s): other accounts may read its database and "
-            "the jobs' logs; chmod 700 it",
-            home,
-            exc.strerror or exc,
-        )
-
-
-def _private(path: Path) -> tuple[int, int] | None:
-    """Take the group and other bits off ``path`` if it is this user's (not a symbolic
-    link): a directory becomes ``0700``, a file keeps its own bits (a log ``0600``).
-    ``(old mode, new mode)`` when it changed, else None."""
-    info = path.lstat()
-    if stat.S_ISLNK(info.st_mode) or info.st_uid != os.geteuid() or not info.st_mode & OTHERS:
-        return None
-    was = stat.S_IMODE(info.st_mode)
-    now = 0o700 if stat.S_ISDIR(info.st_mode) else was & ~OTHERS
-    path.chmod(now)
-    return was, now
-
-
-def _tighten(path: Path, what: str) -> None:
-    """:func:`_private`, said in the log (``what`` names ``path``)."""
-    changed = _private(path)
-    if changed is not None:
-        log.warning(
-            "%s %s was %04o, readable by other accounts; made it %04o", what, path, *changed
-        )
-
-
-SQLITE_COMPANIONS = ("", "-wal", "-shm", "-journal")
-"""The suffixes of a SQLite database's files: itself, its write-ahead log, its shared
-memory and its rollback journal."""
-
-
-def private_database(db_url: str) -> None:
-    """Make a SQLite database's files (:data:`SQLITE_COMPANIONS`) this user's alone: a
-    missing database is made as an empty ``0600`` file before SQLite writes it (SQLite gives
-    a new one ``0644`` less the umask, and its ``-wal`` and ``-shm`` the database's mode);
-    existing ones of this user lose their group and other bits, said in the log. Other URLs
-    (PostgreSQL, a ``file:`` URI) are left alone, and so are a database whose directory
-    cannot be made and a file that is not a SQLite database (a wrong path): the engine's
-    error names the setting (:func:`_open_store`)."""
-    path = sqlite_file(db_url)
-    if path is None:
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError as exc:
-        log.debug("directory of database %s not made here: %s", path, exc)
-        return
-    try:
-        if not path.exists():
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-    except OSError as exc:  # FileExistsError too: another process made it meanwhile
-        log.debug("database %s not made here: %s", path, exc)
-    if not _sqlite_or_empty(path):
-        return  # not a database: the upgrade refuses it, and its mode stays the user's
-    for suffix in SQLITE_COMPANIONS:
-        companion = path.with_name(path.name + suffix)
-        try:
-            _tighten(companion, "database file")
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            log.warning("cannot make database file %s private (%s): chmod 600 it", companion, exc)
-
-
-SQLITE_HEADER = b"SQLite format 3\x00"
-"""The first bytes of every SQLite database file."""
-
-
-def _sqlite_or_empty(path: Path) -> bool:
-    """True if ``path`` is empty (a new database) or a SQLite database file (its header);
-    False for another kind of file, or one that cannot be read (left as it is)."""
-    try:
-        with path.open("rb") as file:
-            start = file.read(len(SQLITE_HEADER))
-    except OSError:
-        return False
-    return start in (b"", SQLITE_HEADER)
-
-
 CLUSTER_HINTS = {
     "slurm": (
         "check that Slurm's commands work on this host (SLURM_CONF names the cluster's "
@@ -504,13 +256,13 @@ def prepare(
     running jobs up as lost: :data:`~danlu.server.plane_lease.TAKE_OVER_FLAG`; with
     ``start_loops`` only), bootstrap the admin token (``{home}/admin.token``,
     mode 0600), find the GPUs, bind the port (for ``port`` 0, the one the home's jobs were
-    told before where it is free: :func:`listen_for_home`) and build the app with its local
-    executor, whose reconcile loop holds that lease, then record the address the jobs are
-    told (:func:`~danlu.server.home_port.record_address`). The URL handed to the jobs and the
-    CLI names :func:`advertised_host` (this host's name for a wildcard ``host``). What can be
-    checked without making anything (the settings, ``port``, ``host``, ``fake_gpus``; for a
-    home not made yet, the port bound) is checked before the home is made: a refused start-up
-    leaves no home behind."""
+    told before where it is free: :func:`~danlu.server.listening.listen_for_home`) and build
+    the app with its local executor, whose reconcile loop holds that lease, then record the
+    address the jobs are told (:func:`~danlu.server.home_port.record_address`). The URL handed
+    to the jobs and the CLI names :func:`~danlu.server.listening.advertised_host` (this host's
+    name for a wildcard ``host``). What can be checked without making anything (the settings,
+    ``port``, ``host``, ``fake_gpus``; for a home not made yet, the port bound) is checked
+    before the home is made: a refused start-up leaves no home behind."""
     home = Path(settings.home)
     check_run_as(settings)
     check_executor_settings(settings, fake_gpus)  # before anything is made
