@@ -17,10 +17,12 @@ through pytest's ``monkeypatch`` (undone after the test), so that the executor's
 - ``ray.wait``, ``ray.get`` (``GetTimeoutError`` for a call that hangs), ``ray.kill``.
 - ``ray.exceptions``: classes of Ray's names and hierarchy (``RayError`` >
   ``RayActorError`` > ``ActorDiedError`` / ``ActorUnavailableError``; ``GetTimeoutError``,
-  also a ``TimeoutError``; ``ObjectLostError``; ``RayTaskError``).
+  also a ``TimeoutError``; ``ObjectLostError``; ``RayTaskError``; ``OutOfMemoryError``).
 
 Faults a test makes: :meth:`FakeActor.dead` (its node lost: calls fail with
-``ActorDiedError``, ``get_actor`` finds no such actor), :attr:`FakeActor.unavailable`
+``ActorDiedError``, ``get_actor`` finds no such actor), :meth:`FakeActor.memory_killed`
+(Ray's memory monitor killed it: calls fail with ``OutOfMemoryError``, ``get_actor`` finds
+no such actor), :attr:`FakeActor.unavailable`
 (calls fail with ``ActorUnavailableError``, as on a network blip), :attr:`FakeActor.hanging`
 (calls never answer) and :meth:`FakeRay.fail` (the next calls of one API raise a given
 error). :meth:`FakeRay.close_all` ends every actor's command (a test's teardown).
@@ -71,6 +73,12 @@ class RayTaskError(RayError):
     """``ray.exceptions.RayTaskError``: the remote method raised."""
 
 
+class OutOfMemoryError(RayError):
+    """``ray.exceptions.OutOfMemoryError``: Ray's memory monitor killed the worker (its node
+    ran low on host memory); every call to an actor it killed raises it (no
+    ``RayActorError``)."""
+
+
 EXCEPTIONS = (
     RayError,
     RayActorError,
@@ -79,6 +87,7 @@ EXCEPTIONS = (
     GetTimeoutError,
     ObjectLostError,
     RayTaskError,
+    OutOfMemoryError,
 )
 
 
@@ -126,6 +135,8 @@ class FakeMethod:
                     actor_init_failed=True,
                 )
             )
+        if actor.is_dead and actor.memory_said is not None:
+            return FakeRef(error=OutOfMemoryError(actor.memory_said))
         if actor.is_dead:
             return FakeRef(error=ActorDiedError(f"the actor {actor.name} died"))
         if actor.unavailable:
@@ -156,6 +167,8 @@ class FakeActor:
         """Calls fail with ``ActorUnavailableError`` (as on a network blip)."""
         self.hanging = False
         """Calls never answer (``ray.wait`` leaves them pending, ``ray.get`` times out)."""
+        self.memory_said: str | None = None
+        """Ray's account of the memory monitor's kill of the actor (:meth:`memory_killed`)."""
 
     def dead(self) -> None:
         """The actor dies (its node lost): its command is ended, as Ray's end would."""
@@ -163,6 +176,12 @@ class FakeActor:
         if self.instance is not None:
             with contextlib.suppress(Exception):
                 self.instance.close()
+
+    def memory_killed(self, said: str) -> None:
+        """Ray's memory monitor kills the actor (its node low on host memory): it dies, and
+        its calls fail with ``OutOfMemoryError`` saying ``said``."""
+        self.memory_said = said
+        self.dead()
 
     def __getattr__(self, name: str) -> FakeMethod:
         if name.startswith("_"):

@@ -44,7 +44,9 @@ its GPUs are not seen by danlu.
   no restart counted. So is one whose actors have not answered once within
   :data:`START_TIMEOUT` of the launch on nodes Ray's GCS lists alive
   (:func:`~danlu.executors.ray_results.unanswered_result`); on a node that left, the run is
-  lost with it. One that cannot be
+  lost with it. One whose worker Ray's memory monitor killed (Ray's ``OutOfMemoryError``: its
+  node ran low on host memory) makes the run the job's out-of-memory, a restart counted, not
+  a lost node (:func:`~danlu.executors.ray_results.memory_killed_result`). One that cannot be
   reached for now (``ActorUnavailableError``) or does not answer in time is asked again at
   the next poll; other errors of Ray's are an :class:`ExecutorUnavailableError`.
 - **The GCS gone.** The control plane joins the cluster as a Ray driver, which Ray ends once
@@ -180,12 +182,20 @@ class RayExecutor(RayPolls, MultiNodeExecutor, GpuSharingExecutor):
         errors: Any = ray.exceptions
         self._ray_error: type[Exception] = errors.RayError
         unschedulable = getattr(errors, "ActorUnschedulableError", None)
+        out_of_memory = getattr(errors, "OutOfMemoryError", None)
+        self._out_of_memory: tuple[type[Exception], ...] = (
+            (out_of_memory,) if out_of_memory is not None else ()
+        )
+        """Ray's error of every call to an actor whose worker Ray's memory monitor killed (its
+        node low on host memory): no ``RayActorError``, but the actor is dead."""
         self._gone: tuple[type[Exception], ...] = (
             errors.RayActorError,
             *((unschedulable,) if unschedulable is not None else ()),
+            *self._out_of_memory,
         )
         """A call's errors that mean the actor is gone for good: dead (its node lost, its
-        worker killed), or never to be placed (its node left before Ray placed it)."""
+        worker killed, by Ray's memory monitor too), or never to be placed (its node left
+        before Ray placed it)."""
         unavailable = getattr(errors, "ActorUnavailableError", None)  # Ray >= 2.22
         self._busy: tuple[type[Exception], ...] = (
             errors.GetTimeoutError,

@@ -1,7 +1,8 @@
 """What danlu makes of the nodes Ray lists (``ray.nodes()``), their names and their GPUs, and
 whether the head's GCS answers at all before the control plane joins the cluster
-(:func:`check_head_reachable`), and Ray's calls that may block made in a thread with a
-deadline (:func:`call_in_thread`).
+(:func:`check_head_reachable`; :func:`check_ray_address`, before ``danlu server`` makes its
+home), and Ray's calls that may block made in a thread with a deadline
+(:func:`call_in_thread`).
 
 - **Name.** A node's ``danlu.node`` label (:data:`NODE_LABEL`), else Ray's ``NodeName`` (its
   address).
@@ -25,7 +26,7 @@ from typing import Any, TypeVar
 
 from danlu.core.cluster import GPU_SIZES, GpuType, Node, listed_gpu_type
 from danlu.core.errors import UnknownNameError
-from danlu.executors.errors import ExecutorUnavailableError
+from danlu.executors.errors import ExecutorError, ExecutorUnavailableError
 
 NODE_LABEL = "danlu.node"
 """The Ray node label that names a node for danlu."""
@@ -116,17 +117,30 @@ def check_head_reachable(ray: Any, address: str | None, timeout: float) -> None:
     at the address that joining ``address`` would use within ``timeout`` seconds: nothing
     takes a TCP connection there, or something does (another service on that port, a head
     whose GCS hangs) but does not answer a GCS's request. Ray itself would retry joining for
-    many minutes (some 40 s a try), the control plane's API not up meanwhile. An address Ray
-    cannot resolve here (none: a local cluster is started; ``ray://``) is left to Ray."""
+    many minutes (some 40 s a try), the control plane's API not up meanwhile. ``auto`` when
+    Ray finds no cluster of this host's to join, and an address that is no ``HOST:PORT``
+    (Ray's ``ValueError``, which joining raised as it is), are refused too, with Ray's
+    words. None (a local cluster is started) and a Ray client's address (``ray://``) are
+    left to Ray."""
     if address is None or address.startswith("ray://"):
         return
     deadline = time.monotonic() + timeout
     try:
         target = ray._private.services.canonicalize_bootstrap_address(address)
+    except ConnectionError as exc:  # auto: no cluster found (as joining would say)
+        raise ExecutorUnavailableError(f"cannot join the Ray cluster: {exc}") from None
+    except ValueError as exc:  # not HOST:PORT (joining raised Ray's ValueError as it was)
+        raise ExecutorError(
+            f"{address!r} is no Ray address ({exc}): give the head's HOST:PORT "
+            "(ray start --head prints it), or auto"
+        ) from None
+    except Exception:  # not this Ray's API: left to Ray
+        return
+    try:
         host, port = target.rsplit(":", 1)
         where = (host.strip("[]"), int(port))
         client: Callable[..., Any] = ray._raylet.GcsClient
-    except Exception:  # none to be found (Ray says so itself), or not this Ray's API
+    except Exception:  # none to be found (a local cluster is started), or not this Ray's API
         return
     shown = target if target == address else f"{address} (joined as {target})"
     if why := _unconnected(where, timeout):
@@ -152,6 +166,19 @@ def check_head_reachable(ray: Any, address: str | None, timeout: float) -> None:
             f"nothing answers as a Ray GCS at {shown}{why}; is it the Ray head's GCS address "
             "(ray start --head prints it), and the head up?"
         )
+
+
+def check_ray_address(address: str | None, timeout: float = JOIN_TIMEOUT) -> None:
+    """:func:`check_head_reachable` for ``address`` with no executor made and no cluster joined
+    or started: ``danlu server --executor ray`` asks before it makes its home
+    (:func:`danlu.server.main.check_cluster`), as the executor asks again as it joins. Raises
+    :class:`~danlu.executors.errors.ExecutorError`; nothing when Ray is not installed here
+    (building the executor says so, with the fix)."""
+    try:
+        import ray
+    except ImportError:
+        return
+    check_head_reachable(ray, address, timeout)
 
 
 def _unconnected(where: tuple[str, int], timeout: float) -> str:

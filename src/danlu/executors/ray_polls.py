@@ -3,8 +3,9 @@ what became of a run: every node's actor asked for its status and new output (on
 not answer in time asked again at the next poll; one gone, or never started on its node,
 told apart), the output appended to the job's log, and the run's end decided from the
 answers (every node's command exited, an actor lost, one that could not start on its node or
-has not answered within :data:`START_TIMEOUT` of the launch), recorded, and its actors
-killed; while the run goes on, the gang stop made once one node's command has exited.
+has not answered within :data:`START_TIMEOUT` of the launch, one Ray's memory monitor killed),
+recorded, and its actors killed; while the run goes on, the gang stop made once one node's
+command has exited.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from danlu.executors.ray_results import (
     creation_failure,
     exit_result,
     lost_result,
+    memory_killed_result,
+    memory_monitor_kill,
     started_at,
     unanswered_result,
     unstarted_result,
@@ -42,6 +45,7 @@ class RayPolls(RayStops):
 
     _busy: tuple[type[Exception], ...]
     _gone: tuple[type[Exception], ...]
+    _out_of_memory: tuple[type[Exception], ...]
 
     if TYPE_CHECKING:
 
@@ -58,7 +62,8 @@ class RayPolls(RayStops):
             self._signal_again(run_dir, launch)
         unstarted: dict[int, str] = {}
         silent: list[int] = []
-        answers = self._ask(run_dir, launch, unstarted, silent)
+        killed: dict[int, str] = {}
+        answers = self._ask(run_dir, launch, unstarted, silent, killed)
         unanswered = None
         if answers is None:  # not answering yet: Ray may still be starting the workers
             if self._clock() - launch["launched_at"] < START_TIMEOUT or launch.get("answered"):
@@ -76,6 +81,9 @@ class RayPolls(RayStops):
         if unstarted:  # an actor that could not start on its live node: no node lost
             failed = unstarted_result(launch.get("nodes") or [], unstarted, started)
             return self._finish(run_dir, launch, failed, reason)
+        if killed:  # Ray's memory monitor killed an actor: the job's memory, not its node
+            oom = memory_killed_result(launch.get("nodes") or [], killed, started, reason)
+            return self._finish(run_dir, launch, oom, reason)
         if unanswered is not None and (unheard := self._unheard_live(launch, silent)):
             failed = unanswered_result(unheard, started, unanswered)
             return self._finish(run_dir, launch, failed, reason)
@@ -113,11 +121,14 @@ class RayPolls(RayStops):
         launch: Mapping[str, Any],
         unstarted: dict[int, str] | None = None,
         silent: list[int] | None = None,
+        killed: dict[int, str] | None = None,
     ) -> list[dict[str, Any] | None] | None:
         """Every actor's status (None for an actor that is gone: dead, not found, or one Ray
         cannot place, its node gone); ``unstarted`` gets the rank and Ray's cause of each
         gone actor whose creation failed on its node (:func:`creation_failure`: danlu not
-        importable there, its ``__init__`` raised). None when they do not all answer within
+        importable there, its ``__init__`` raised), ``killed`` the rank and Ray's account of
+        each that Ray's memory monitor killed (:func:`memory_monitor_kill`: its node ran low
+        on host memory). None when they do not all answer within
         :data:`CALL_TIMEOUT` (still starting, busy) or one cannot be reached for now
         (``ActorUnavailableError``): asked again at the next poll; ``silent`` gets the ranks
         of the actors that did not answer then. Raises
@@ -157,6 +168,9 @@ class RayPolls(RayStops):
                     cause = creation_failure(exc)
                     if cause is not None and unstarted is not None:
                         unstarted[rank] = cause
+                    memory = memory_monitor_kill(exc, self._out_of_memory)
+                    if cause is None and memory is not None and killed is not None:
+                        killed[rank] = memory
         return out
 
     def _append(

@@ -2,9 +2,10 @@
 worked out from its actors' answers at a poll (each :meth:`NodeRun.status
 <danlu.executors.ray_actor.NodeRun.status>`, None for an actor that is gone): the result
 recorded when an actor is gone (:func:`lost_result`), could not start on its node
-(:func:`unstarted_result`), or every node's command has exited
-(:func:`exit_result`), and the stop of the other nodes once one node's command has exited
-alone (:func:`gang_stop_reason`). Nothing here asks Ray or writes a file."""
+(:func:`unstarted_result`), was killed by Ray's memory monitor (:func:`memory_killed_result`),
+or every node's command has exited (:func:`exit_result`), and the stop of the other nodes once
+one node's command has exited alone (:func:`gang_stop_reason`). Nothing here asks Ray or
+writes a file."""
 
 from __future__ import annotations
 
@@ -97,10 +98,77 @@ def creation_failure(error: BaseException) -> str | None:
     out."""
     if getattr(error, "actor_init_failed", False) is not True:
         return None
+    said = _said(error)
+    return _capped(said[-1] if said else type(error).__name__)
+
+
+def _said(error: BaseException) -> list[str]:
+    """The lines of Ray's text of ``error`` that say something, colour codes left out."""
     lines = [line.strip() for line in _ANSI.sub("", str(error)).splitlines()]
-    said = [line for line in lines if line and line.strip("^~ ")]
-    cause = said[-1] if said else type(error).__name__
+    return [line for line in lines if line and line.strip("^~ ")]
+
+
+def _capped(cause: str) -> str:
+    """``cause`` cut to :data:`MAX_CAUSE` characters."""
     return cause if len(cause) <= MAX_CAUSE else cause[: MAX_CAUSE - 3] + "..."
+
+
+MEMORY_MONITOR_EXIT = "NODE_OUT_OF_MEMORY"
+"""The exit type Ray gives a worker its memory monitor killed, as an ``ActorDiedError``'s text
+names it (``Worker exit type: NODE_OUT_OF_MEMORY``) where Ray reports such a death as one."""
+_EXIT_DETAIL = "Worker exit detail:"
+
+
+def memory_monitor_kill(
+    error: BaseException, out_of_memory: tuple[type[BaseException], ...]
+) -> str | None:
+    """Ray's account, in one line, when ``error`` (a call's error that means the actor is
+    gone) says Ray's memory monitor killed the actor's worker because its node ran low on
+    host memory; else None (its node lost, its worker killed otherwise, its creation failed).
+    Ray says so with its ``OutOfMemoryError`` (``out_of_memory``: that class, where this Ray
+    has it), which every call to such an actor raises (no ``RayActorError``), or an
+    ``ActorDiedError`` whose text names the worker's exit type :data:`MEMORY_MONITOR_EXIT`.
+    The line is the first of Ray's text (the node's memory used and its limit), or the
+    worker's exit detail, colour codes left out."""
+    said = _said(error)
+    if isinstance(error, out_of_memory):
+        return _capped(said[0] if said else type(error).__name__)
+    named = next((line for line in said if MEMORY_MONITOR_EXIT in line), None)
+    if named is None:
+        return None
+    detail = named.partition(_EXIT_DETAIL)[2].strip()
+    return _capped(detail or named)
+
+
+def _by_node(nodes: Sequence[str], causes: Mapping[int, str]) -> str:
+    """``NODE: CAUSE; ...`` of ``causes`` (by rank) with the nodes (``nodes``: the launch
+    record's, by rank) named."""
+    return "; ".join(
+        f"{nodes[rank] if rank < len(nodes) else 'its node'}: {cause}"
+        for rank, cause in sorted(causes.items())
+    )
+
+
+def memory_killed_result(
+    nodes: Sequence[str], causes: Mapping[int, str], started: float, reason: StopReason | None
+) -> dict[str, Any]:
+    """The result of a run an actor of which Ray's memory monitor killed (``causes``: by rank,
+    Ray's account, :func:`memory_monitor_kill`): its node ran low on host memory, which the
+    job's processes there use (the actor's own is small). The job ran out of memory (``OOM``:
+    a restart counted, as for a local run the kernel's OOM killer ended or Slurm's
+    ``OUT_OF_MEMORY``), not a node lost (the job re-queued with no restart counted, to run
+    out again); PREEMPTED while a preemption danlu asked for is under way, as any run killed
+    then (:func:`~danlu.executors.base.classify_exit`)."""
+    outcome = Outcome.PREEMPTED if reason is StopReason.PREEMPT else Outcome.OOM
+    return {
+        "outcome": outcome.value,
+        "exit_code": None,
+        "started_at": started,
+        "error": (
+            "killed by Ray's memory monitor: the node ran low on host memory "
+            f"({_by_node(nodes, causes)})"
+        ),
+    }
 
 
 def unstarted_result(
@@ -110,10 +178,7 @@ def unstarted_result(
     rank, Ray's cause, :func:`creation_failure`): a failure, not a lost node (the node is
     there, and a run relaunched onto it fails the same way), naming the nodes (``nodes``:
     the launch record's, by rank) and the fix."""
-    where = "; ".join(
-        f"{nodes[rank] if rank < len(nodes) else 'its node'}: {cause}"
-        for rank, cause in sorted(causes.items())
-    )
+    where = _by_node(nodes, causes)
     named = sorted({nodes[rank] for rank in causes if rank < len(nodes)})
     return {
         "outcome": Outcome.FAILED.value,

@@ -215,11 +215,22 @@ CLUSTER_HINTS = {
 
 def check_cluster(settings: Settings) -> None:
     """Refuse a start-up with Slurm (``--executor slurm``) whose nodes cannot be read (its
-    controller unreachable, ``SLURM_CONF`` wrong, a partition with no nodes) before anything
-    is made: the executor itself is built once the store is open and the port bound (it
-    needs the URL the jobs are told, and keeps its records in the home), and a start-up
-    refused only then left the home and the database behind. Ray's cluster is reached as
-    its executor connects (``ray.init``), which stays there."""
+    controller unreachable, ``SLURM_CONF`` wrong, a partition with no nodes), or with Ray
+    (``--executor ray``) whose head's GCS does not answer at ``--ray-address``
+    (:func:`~danlu.executors.ray_nodes.check_ray_address`: a connection and one request,
+    within 10 s; no cluster joined or started), before anything is made: the executor
+    itself is built once the store is open and the port bound (it needs the URL the jobs
+    are told, and keeps its records in the home), and a start-up refused only then left the
+    home and the database behind. The executor reads Slurm's nodes again as it is built
+    (after the store's migration and a wait for another plane's lease, which may take
+    minutes: a reading handed over would be stale)."""
+    if settings.executor == "ray":
+        from danlu.executors.ray_nodes import check_ray_address
+
+        try:
+            check_ray_address(settings.ray_address)
+        except ExecutorError as exc:
+            raise cluster_unreadable("ray", exc) from None
     if settings.executor != "slurm":
         return
     try:
