@@ -145,7 +145,7 @@ def test_nothing_is_submitted_in_a_disabled_users_name(tmp_path: Path) -> None:
         trials = {"name": "s", "method": "grid", "parameters": {"lr": {"values": [0.1]}}}
         trials["trial"] = spec("trial", "print(1)", user="alice")
         sweep = admin.post("/sweeps", json=trials)
-        assert sweep.status_code == 409 and sweep.json()["error"]["field"] == "user"
+        assert sweep.status_code == 409 and sweep.json()["error"]["field"] == "trial.user"
         rerun = admin.post(f"/jobs/{done['id']}/rerun")
         assert rerun.status_code == 409 and rerun.json()["error"]["field"] == "user"
         # her history stays hers

@@ -259,7 +259,8 @@ def _users_table(users: list[dict[str, Any]]) -> TitledTable:
         )
         for row in users
     ]
-    return titled_table("users", ("user", "role", "OS account", "GPU quota", "state"), rows)
+    columns = ("user", "role", "OS account", "GPU quota", "state")
+    return titled_table("users", columns, rows, numbers=("GPU quota",))
 
 
 @user_app.command("tokens")
@@ -412,14 +413,14 @@ def titled_table(
     columns: Sequence[str],
     rows: Iterable[Sequence[str]],
     floors: Mapping[str, int] | None = None,
-    numbers: Collection[str] | None = None,
+    numbers: Collection[str] = (),
 ) -> TitledTable:
     """A table of ``rows`` (Rich markup, as :func:`~danlu.cli.markup.as_text` gives) under
-    ``columns``; the first column left, the others right, laid out for the width it is
-    printed at (:class:`TitledTable`; ``floors``: the least width of a column, by header,
-    where its header's longest word is too little to read it folded, e.g. a URL;
-    ``numbers``: the headers of the columns of numbers, right-aligned, the others then
-    left-aligned, as ``danlu ls`` aligns its columns)."""
+    ``columns``, laid out for the width it is printed at (:class:`TitledTable`; ``floors``:
+    the least width of a column, by header, where its header's longest word is too little
+    to read it folded, e.g. a URL). ``numbers``: the headers of the columns of numbers
+    (counts, quotas, ``3/10``), right-aligned; every other column is text, left-aligned, as
+    ``danlu ls``, ``danlu nodes`` and ``danlu sweep ls`` align their columns."""
     return TitledTable(title, columns, rows, floors, numbers)
 
 
@@ -436,12 +437,12 @@ class TitledTable(FittedTable):
         columns: Sequence[str],
         rows: Iterable[Sequence[str]],
         floors: Mapping[str, int] | None = None,
-        numbers: Collection[str] | None = None,
+        numbers: Collection[str] = (),
     ) -> None:
         self.title = title
         self.columns = list(columns)
-        self.numbers = None if numbers is None else frozenset(numbers)
-        """The headers of the right-aligned columns (None: every one but the first)."""
+        self.numbers = frozenset(numbers)
+        """The headers of the right-aligned columns, of numbers (the others: left)."""
         self.rows = [list(row) for row in rows]
         given = floors or {}
         self.FLOORS = {  # a floor given is no wider than the column's widest cell
@@ -468,8 +469,7 @@ class TitledTable(FittedTable):
             if i == 0:
                 table.add_column(column, justify="left", no_wrap=True, min_width=wants[0])
             else:
-                right = self.numbers is None or column in self.numbers
-                justify: JustifyMethod = "right" if right else "left"
+                justify: JustifyMethod = "right" if column in self.numbers else "left"
                 table.add_column(column, justify=justify, overflow="fold", width=widths[i - 1])
         for row in self.rows:
             table.add_row(*row)
@@ -653,7 +653,7 @@ def _projects_table(projects: list[dict[str, Any]]) -> TitledTable:
         "recent GPUs",
         "members",
     )
-    return titled_table("projects", columns, rows)
+    return titled_table("projects", columns, rows, numbers=columns[1:7])
 
 
 @project_app.command("add")

@@ -118,6 +118,7 @@ def _webhooks_table(hooks: list[dict[str, Any]]) -> TitledTable:
             for h in hooks
         ),
         WEBHOOK_FLOORS,
+        numbers=("PENDING", "DELIVERED", "FAILED"),
     )
 
 
@@ -187,6 +188,7 @@ def webhook_deliveries(
                 for d in deliveries
                 for what, outcome in (describe(d),)
             ),
+            numbers=("ATTEMPTS",),
         )
 
     show_data(rows, json_out, table, DELIVERY)

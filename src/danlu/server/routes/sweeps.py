@@ -10,6 +10,7 @@ from danlu.core.errors import SpecError
 from danlu.core.sweep import SWEEP_LIMITS, fixed_batch_note, parse_sweep
 from danlu.core.values import check_values
 from danlu.server.db import Sweep
+from danlu.server.errors import AdmissionError
 from danlu.server.routes.deps import Caller, State, body_named, checked_name, single_valued
 from danlu.server.routes.estimation import resolve_memory, submission_notes
 from danlu.server.routes.schemas import SweepOut
@@ -52,7 +53,8 @@ def submit_sweep(
 ) -> dict[str, Any]:
     """Validate a sweep spec and submit its first trials; 422 names the field of an invalid
     spec or of a trial spec the cluster or the quota can never take (``trial.resources``);
-    409 when the first trials would take their owner past ``DANLU_MAX_JOBS_PER_USER``."""
+    409 when the first trials would take their owner past ``DANLU_MAX_JOBS_PER_USER``, or
+    their owner (``trial.user``) is disabled."""
     # before parse_sweep, not redundant with its own check (run after pydantic read the
     # spec): pydantic's errors would come first and say less, and a body too large or too
     # deep must not reach it (tests/server/test_sweep_body_check_review74.py)
@@ -89,7 +91,10 @@ def submit_sweep(
         )
         trials = sweeps.results(session, sweep)
         # DANLU_RUN_AS=user: the OS account of the trials' owner (an admin may name another)
-        check_account(state.settings, jobs.get_job(session, trials[0].job_id).user.account)
+        try:
+            check_account(state.settings, jobs.get_job(session, trials[0].job_id).user.account)
+        except AdmissionError as refused:  # the owner is the sweep's trial.user
+            raise sweeps.in_trial(refused) from None
         out = sweep_out(sweep, trials)
     if state.wake is not None:
         state.wake()

@@ -190,8 +190,8 @@ def create(
                 adding_what=f"this {words.kind}'s first {words.count(first)}",
             )
         depends_on, _verdict = dependencies.resolve_for(session, trial.depends_on, user)
-    except (SpecError, PermissionDenied) as exc:
-        raise _in_trial(exc) from None
+    except (SpecError, PermissionDenied, ConflictError) as exc:
+        raise in_trial(exc) from None
     if depends_on:  # the full ids, for every trial (a prefix may name another job later)
         full = [dep.model_dump(mode="json") for dep in depends_on]
         spec = spec.model_copy(update={"trial": {**spec.trial, "depends_on": full}})
@@ -213,22 +213,30 @@ def create(
             _submit_trials(
                 session, sweep, spec, user, t, _Trials(session, sweep, spec), stored=False
             )
-    except (SpecError, AdmissionError, PermissionDenied) as exc:
-        raise _in_trial(exc) from None
+    except (SpecError, AdmissionError, PermissionDenied, ConflictError) as exc:
+        raise in_trial(exc) from None
     return sweep
 
 
-def _in_trial(
-    exc: SpecError | AdmissionError | PermissionDenied,
-) -> SpecError | AdmissionError | PermissionDenied:
-    """The error of a sweep's trial spec, its field under ``trial.``; an
-    :class:`AdmissionError` (the trial can never fit the cluster or the quota) stays one, as
-    a job that can never fit is refused (the client raises ``UnschedulableRequestError``
-    for it, ``InvalidRequestError`` for a :class:`SpecError`), and a
-    :class:`PermissionDenied` (``trial.user`` naming another user, ``trial.project`` one
-    its owner is no member of) stays one too."""
-    if isinstance(exc, PermissionDenied):
-        return PermissionDenied(exc.message, field=f"trial.{exc.field}" if exc.field else None)
+TrialError = SpecError | AdmissionError | PermissionDenied | ConflictError
+"""The refusals of a sweep's trial spec that may name one of its fields."""
+
+
+def in_trial(exc: TrialError) -> TrialError:
+    """The error of a sweep's trial spec, its field named where the sweep spec has it, under
+    ``trial.`` (a job's ``user`` is the sweep's ``trial.user``), each error of its kind: an
+    :class:`AdmissionError` (the trial can never fit the cluster or the quota, or run as its
+    owner's OS account) stays one, as a job that can never fit is refused (the client raises
+    ``UnschedulableRequestError`` for it, ``InvalidRequestError`` for a :class:`SpecError`),
+    a :class:`PermissionDenied` (``trial.user`` naming another user, ``trial.project`` one
+    its owner is no member of) and a :class:`ConflictError` (``trial.user`` naming a
+    disabled user) stay one too; those two naming no field (the owner's unfinished jobs
+    too many) are returned as they are."""
+    if isinstance(exc, PermissionDenied | ConflictError):
+        if not exc.field:
+            return exc
+        kind = PermissionDenied if isinstance(exc, PermissionDenied) else ConflictError
+        return kind(exc.message, field=f"trial.{exc.field}")
     field = f"trial.{exc.field}".rstrip(".")
     if isinstance(exc, AdmissionError):
         return AdmissionError(field, exc.message)
