@@ -136,3 +136,21 @@ def test_a_slurm_job_that_cannot_fit_is_read_so(tmp_path: Path) -> None:
         log_dir=tmp_path,
     )
     assert (result["outcome"], result["exit_code"]) == (Outcome.CANNOT_FIT.value, 1)
+
+
+def test_a_limit_no_larger_than_the_cuda_context_cannot_fit() -> None:
+    """danlu.train refuses a GPU memory limit that leaves nothing beside the CUDA context
+    before training: a run with the same limit fails the same way, so it cannot fit (no
+    restart), unlike a plain out-of-memory exit."""
+    from danlu.train.memory_cap import ContextOutOfMemoryError, memory_cap
+
+    with pytest.raises(ContextOutOfMemoryError) as refused:
+        memory_cap(700 * 2**20, 80 * 2**30, 750 * 2**20)
+    tail = (
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 12, in <module>\n'
+        f"danlu.train.memory_cap.ContextOutOfMemoryError: {refused.value}\n"
+    )
+    assert classify_exit(1, tail) is Outcome.CANNOT_FIT
+    plain = tail.replace("ContextOutOfMemoryError", "OutOfMemoryError")
+    assert classify_exit(1, plain) is Outcome.OOM

@@ -48,14 +48,18 @@ _CUDA_OOM = re.compile(
     r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED"
 )
 _HOST_OOM = re.compile(r"out of memory|MemoryError|oom[-_ ]kill|Killed process", re.IGNORECASE)
-CANNOT_FIT_MARK = re.compile(r"MicroBatchOutOfMemoryError: out of memory even at micro-batch \d+")
+CANNOT_FIT_MARK = re.compile(
+    r"MicroBatchOutOfMemoryError: out of memory even at micro-batch \d+"
+    r"|ContextOutOfMemoryError: DANLU_GPU_MEMORY_LIMIT"
+)
 """``danlu.train``'s verdict that the job cannot fit its memory: the last line of the
 traceback of :class:`danlu.train.batch.MicroBatchOutOfMemoryError` (its name and the start of
 its message are a contract), which its OOM guard raises when even the smallest micro-batch ran
-out of memory. The traceback is in the job's log wherever it ran (the local executor's file, a
-Slurm batch job's output, a Ray actor's output), also when torchrun started it (its agent
-exits 1, whatever its workers' codes, but their output goes to the same log): so the log, not
-an exit code, carries it."""
+out of memory, or of :class:`danlu.train.memory_cap.ContextOutOfMemoryError`, raised before
+training when the job's GPU memory limit is no larger than its CUDA context. The traceback
+is in the job's log wherever it ran (the local executor's file, a Slurm batch job's output, a
+Ray actor's output), also when torchrun started it (its agent exits 1, whatever its workers'
+codes, but their output goes to the same log): so the log, not an exit code, carries it."""
 # torchrun's agent stopped by the SIGTERM a preemption sends the job's process group: it
 # passes the signal to its workers (which checkpoint and exit 75), then exits 1 with this
 _LAUNCHER_TERMINATED = re.compile(

@@ -29,12 +29,8 @@ from danlu.train.data import ElasticSampler
 from danlu.train.distributed import Distributed
 from danlu.train.env import JobEnv
 from danlu.train.lr import LRController
-from danlu.train.oom import (
-    OOMInjector,
-    apply_memory_limit,
-    memory_budget,
-    smallest_micro_batch,
-)
+from danlu.train.memory_cap import apply_memory_limit
+from danlu.train.oom import OOMInjector, memory_budget, smallest_micro_batch
 from danlu.train.preempt import Preemption
 from danlu.train.report import MetricsReporter, Progress
 from danlu.train.scaling import normalised_rule

@@ -10,9 +10,10 @@ anywhere; off the cluster every part of ``danlu.train`` falls back to a do-nothi
                            ``{DANLU_API_URL}/api/v1/jobs/{DANLU_JOB_ID}/metrics``
 ``DANLU_TOKEN``            bearer token sent as ``Authorization: Bearer <token>``
 ``DANLU_CHECKPOINT_DIR``   where checkpoints go (a local path or an fsspec URL such as ``s3://``)
-``DANLU_GPU_MEMORY_LIMIT`` bytes this job may use on each GPU (enforced with
-                           ``torch.cuda.set_per_process_memory_fraction``): a byte count
-                           or a size with a unit, as a job spec's (``8GB``, ``8GiB``)
+``DANLU_GPU_MEMORY_LIMIT`` bytes this job may use on each GPU, its CUDA context included
+                           (the caching allocator is capped at it less the context:
+                           :mod:`danlu.train.memory_cap`): a byte count or a size with a
+                           unit, as a job spec's (``8GB``, ``8GiB``)
 ``DANLU_BATCH_SIZE``       the scheduler's choice of the per-GPU micro-batch size; the global
                            batch stays what the script asks for, accumulation makes up the rest
 ``DANLU_GLOBAL_BATCH_SIZE`` the scheduler's choice of the global batch (a policy that co-adapts

@@ -134,19 +134,6 @@ def inject_oom_at(micro_batch: int, times: int = 1) -> OOMInjector:
     return injector
 
 
-def apply_memory_limit(limit_bytes: int | None, device: torch.device) -> float | None:
-    """Cap this process's CUDA memory to ``limit_bytes`` (DANLU_GPU_MEMORY_LIMIT).
-
-    Returns the fraction set, or None on CPU / without a limit.
-    """
-    if limit_bytes is None or device.type != "cuda" or not torch.cuda.is_available():
-        return None
-    total = torch.cuda.get_device_properties(device).total_memory
-    fraction = min(1.0, limit_bytes / total)
-    torch.cuda.set_per_process_memory_fraction(fraction, device)
-    return fraction
-
-
 def memory_budget(limit_bytes: int | None, device: torch.device) -> int | None:
     """The bytes a micro-batch may use on each GPU: ``limit_bytes`` (DANLU_GPU_MEMORY_LIMIT)
     when set, else a CUDA device's total memory; None on CPU without a limit."""
