@@ -18,12 +18,12 @@ from cli_fake_api import TOKEN, invoke, no_raw_control, serve_replies
 from rich.console import Console
 
 from danlu.cli import events as events_cli
+from danlu.cli import job_submit, waiting
 from danlu.cli import jobs as jobs_cli
 from danlu.cli import main as main_cli
 from danlu.cli import metrics as metrics_cli
 from danlu.cli import nodes as nodes_cli
 from danlu.cli import top as top_view
-from danlu.cli import waiting
 from danlu.cli.follow import GapCursor
 from danlu.client import Client
 from danlu.client.errors import ServerError
@@ -282,7 +282,7 @@ def test_print_end_prints_an_exit_code_as_text(capsys: pytest.CaptureFixture[str
 
 def test_array_submitted_prints_its_counts_as_text(capsys: pytest.CaptureFixture[str]) -> None:
     sweep = {"id": "s1", "name": "a", "total": "[/x]", "spec": {"parallel": "[/y]"}}
-    jobs_cli._array_submitted(sweep, json_out=False)
+    job_submit._array_submitted(sweep, json_out=False)
     assert "[/x] tasks, at most [/y] at once" in flat(capsys.readouterr().out)
 
 

@@ -21,10 +21,10 @@ from rich.console import Console, RenderableType
 from typer.testing import CliRunner
 
 from danlu.cli import events as events_cli
+from danlu.cli import job_views, top
 from danlu.cli import jobs as jobs_cli
 from danlu.cli import metrics as metrics_cli
 from danlu.cli import nodes as nodes_cli
-from danlu.cli import top
 from danlu.client import Client, ServerUnavailable, rest
 
 GiB = 1024**3
@@ -206,8 +206,8 @@ def test_danlu_top_live_shows_pending_jobs_in_a_30_line_terminal(
     fake = serve_commands(monkeypatch)
     pending = add_workload(fake)
     monkeypatch.setattr(jobs_cli, "console", _terminal())
-    monkeypatch.setattr(jobs_cli, "Live", RecordingLive)
-    monkeypatch.setattr(jobs_cli, "time", Clock(sleeps_left=1))
+    monkeypatch.setattr(job_views, "Live", RecordingLive)
+    monkeypatch.setattr(job_views, "time", Clock(sleeps_left=1))
     result = CliRunner().invoke(top_app(), ["top"])
     assert result.exit_code == 0, result.output
     assert len(RecordingLive.shown) == 2
@@ -401,8 +401,8 @@ def test_top_rides_out_a_restart(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jobs_cli, "client_factory", factory)
     monkeypatch.setattr(rest, "time", Clock())
     monkeypatch.setattr(jobs_cli, "console", _terminal())
-    monkeypatch.setattr(jobs_cli, "Live", RecordingLive)
-    monkeypatch.setattr(jobs_cli, "time", Clock(sleeps_left=1, on_sleep=server.cut))
+    monkeypatch.setattr(job_views, "Live", RecordingLive)
+    monkeypatch.setattr(job_views, "time", Clock(sleeps_left=1, on_sleep=server.cut))
     result = CliRunner().invoke(top_app(), ["top"])
     assert result.exit_code == 0, result.output
     assert server.refused == 5 and len(RecordingLive.shown) == 2

@@ -25,6 +25,7 @@ import httpx
 import pytest
 from cli_fake_api import TOKEN, invoke, no_raw_control
 
+from danlu.cli import job_views
 from danlu.cli import jobs as jobs_cli
 from danlu.cli import main as main_cli
 from danlu.client import Client
@@ -112,7 +113,7 @@ def test_logs_into_a_full_disk_is_an_error_line(monkeypatch: pytest.MonkeyPatch)
     def full(data: bytes) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(jobs_cli, "write_bytes", full)
+    monkeypatch.setattr(job_views, "write_bytes", full)
     code, _, err = invoke(main_cli.app, "logs", "j1")
     assert code == 2
     assert "error: cannot write the output: No space left on device" in flat(err)
@@ -125,7 +126,7 @@ def test_logs_to_a_reader_that_has_gone_exits_as_sigpipe(monkeypatch: pytest.Mon
     def gone(data: bytes) -> None:
         raise BrokenPipeError(errno.EPIPE, "Broken pipe")
 
-    monkeypatch.setattr(jobs_cli, "write_bytes", gone)
+    monkeypatch.setattr(job_views, "write_bytes", gone)
     code, _, err = invoke(main_cli.app, "logs", "j1")
     assert code == 141
     assert "Traceback" not in err

@@ -95,7 +95,7 @@ def test_top_into_a_pipe_prints_a_frame_each_interval(
         if len(naps) == 2:
             raise KeyboardInterrupt  # Ctrl-C after the second frame
 
-    monkeypatch.setattr(jobs_cli.time, "sleep", sleep)
+    monkeypatch.setattr(job_views.time, "sleep", sleep)
     code, out, _ = run("top", "--interval", "5")
     assert code == 0
     assert naps == [5.0, 5.0]
@@ -113,6 +113,6 @@ def test_top_into_a_pipe_whose_reader_has_gone_exits_as_sigpipe(
         raise AssertionError("top went on after its reader had gone")
 
     monkeypatch.setattr(jobs_cli, "console", Gone(width=200))
-    monkeypatch.setattr(jobs_cli.time, "sleep", sleep)
+    monkeypatch.setattr(job_views.time, "sleep", sleep)
     code, _, _ = run("top")
     assert code == 141

@@ -13,6 +13,7 @@ from cli_fake_api import FakeApi, GiB, serve_commands
 from rich.console import Console
 from typer.testing import CliRunner
 
+from danlu.cli import job_submit
 from danlu.cli import jobs as jobs_cli
 
 CLOSE = "[/x]"  # a closing tag with nothing open: Rich raises MarkupError on it
@@ -113,7 +114,7 @@ def test_the_submitted_line_prints_name_and_reason_as_they_are(
         "waiting_on": ["a"],
         "pending_reason": f"after{CLOSE}",
     }
-    jobs_cli._submitted(job, json_out=False)
+    job_submit._submitted(job, json_out=False)
     text = out.export_text()
     assert f"submitted job j{BOLD} (n{CLOSE}): PENDING, after{CLOSE}" in text, text
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from danlu.cli.jobs import build_spec
+from danlu.cli.spec_build import build_spec
 from danlu.core.errors import SpecError
 from danlu.core.job_array import parse_array
 from danlu.core.spec import load_spec_data, loads_spec, parse_spec

@@ -1,5 +1,7 @@
-"""``danlu ls`` and ``danlu show``: jobs listed, one job shown with its recent events.
-Output goes through :data:`danlu.cli.jobs.console` (tests replace it), the client through
+"""The commands that read and change nothing: ``danlu ls`` and ``danlu show`` (jobs listed,
+one job shown with its recent events), ``danlu logs`` (a job's output), ``danlu why`` and
+``danlu top`` (a live view of the cluster). Output goes through
+:data:`danlu.cli.jobs.console` (tests replace it), the client through
 :func:`danlu.cli.jobs.connect`."""
 
 from __future__ import annotations
@@ -11,25 +13,34 @@ from collections import deque
 from typing import Annotated, Any
 
 import typer
+from rich.console import RenderableType
+from rich.live import Live
 from rich.table import Table
 
 from danlu.cli import jobs as common
 from danlu.cli import top as top_view
+from danlu.cli import waiting
 from danlu.cli.fitted_table import print_whole
-from danlu.cli.markup import as_text, reason_after_state
+from danlu.cli.log_attempts import attempt_marks
+from danlu.cli.markup import after_state, as_text, reason_after_state
 from danlu.cli.options import (
     HomeOpt,
     JobArg,
     JsonOpt,
     TokenOpt,
     UrlOpt,
+    fail,
+    float_option,
     int_option,
     job_states,
     refuse_empty,
 )
+from danlu.cli.output import PIPE_CLOSED, quiet_stdout, write_bytes
 from danlu.cli.reply_fields import checked_events, checked_job, checked_jobs
 from danlu.client import Client, NotFoundError, ServerError
+from danlu.client.rest import read_across_restart
 from danlu.core.errors import DanluError, SpecError
+from danlu.core.state import JobState
 from danlu.core.units import SINCE_FORMS, format_bytes, format_duration, format_energy, parse_since
 
 
@@ -221,3 +232,134 @@ def _show_job(data: dict[str, Any], events: list[dict[str, Any]]) -> None:
                 as_text((e.get("reason") or "") if reason is None else reason),
             )
         print_whole(common.console, ev)
+
+
+def logs(
+    job: JobArg,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Stream until the job finishes.")
+    ] = False,
+    separators: Annotated[
+        bool | None,
+        typer.Option(
+            "--separators/--no-separators",
+            help="Put a line where each attempt (run) begins: '── attempt 2 (started ...) ──'. "
+            "Default: when stdout is a terminal.",
+        ),
+    ] = None,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Print a job's output (stdout and stderr), its bytes as they are; on a terminal (or
+    with --separators) with a line where each attempt (run) after the first begins, as the
+    server's executor recorded them. With --follow, a run that starts while following gets
+    its line too; the exit status is then danlu wait's: 0 when the job SUCCEEDED, 1 when it
+    FAILED or was CANCELLED (said on stderr), 2 for an error (output that cannot be written,
+    a full disk, too); 141 once the reader of the output has gone (`| head`), as a shell's
+    SIGPIPE."""
+    with common.connect(home, url, token) as client:
+        try:
+            marks = attempt_marks(client, job, write_bytes, separators, common.console.is_terminal)
+            if not follow:
+                for raw in client.read_log_bytes(job):
+                    (write_bytes if marks is None else marks.write)(raw)
+                if marks is not None:
+                    marks.finish()
+                return
+            for chunk in client.follow_log_bytes(job):
+                (write_bytes if marks is None else marks.follow)(chunk)
+            if marks is not None:
+                marks.finish()
+            ended = client.get_job(job)
+        except DanluError as exc:
+            raise fail(exc) from None
+        except KeyboardInterrupt:
+            raise typer.Exit(code=waiting.INTERRUPTED) from None
+        except BrokenPipeError:  # not 1, which says the job FAILED
+            quiet_stdout()
+            raise typer.Exit(code=PIPE_CLOSED) from None
+        except OSError as exc:  # only stdout's writes raise it (the client's are DanluError)
+            quiet_stdout()
+            raise fail(f"cannot write the output: {exc.strerror or exc}") from None
+    if ended.get("state") != JobState.SUCCEEDED.value:
+        status = waiting.end_status(ended)
+        common.err.print(
+            f"job {as_text(ended.get('id', job))} ended {as_text(ended.get('state'))}{status}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(code=waiting.NOT_SUCCEEDED)
+
+
+def why(
+    job: JobArg,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Explain why a job is pending (or what state it is in)."""
+    data = common.ask(home, url, token, lambda c: c.why(job))
+    if json_out:
+        common.print_json(data)
+        return
+    # the state once: an ended job's reason says it again ("failed: out of memory ...")
+    said = after_state(data.get("state"), data.get("reason"))
+    common.console.print(as_text(f"{data.get('id')} {data.get('state')}{said}"), highlight=False)
+
+
+def top(
+    once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
+    interval: Annotated[
+        float,
+        float_option(
+            "--interval", help="Seconds between refreshes.", example="2", low=0.1, high=3600.0
+        ),
+    ] = 1.0,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """A live view of nodes, GPUs and jobs, as many as the terminal holds (Ctrl-C to
+    quit); with --once, one frame with every GPU. Into a pipe or a file, a frame with every
+    GPU each --interval, one after another (as ``top -b``)."""
+    with common.connect(home, url, token) as client:
+        try:
+            if once:
+                problems: list[str] = []
+                print_whole(
+                    common.console,
+                    top_view.frame(client, width=common.console.width, problems=problems),
+                )
+                common.fail_on(problems)
+                return
+            while not common.console.is_terminal:  # Live would show nothing there until Ctrl-C
+                frame = read_across_restart(
+                    client, lambda: top_view.frame(client, width=common.console.width)
+                )
+                print_whole(common.console, frame)
+                common.console.file.flush()
+                time.sleep(interval)
+
+            def live_frame() -> RenderableType:
+                # fitted to the terminal (Live shows no more than its height); a control-plane
+                # restart is waited out, the last frame on screen
+                return read_across_restart(
+                    client,
+                    lambda: top_view.frame(
+                        client, width=common.console.width, height=common.console.height
+                    ),
+                )
+
+            with Live(live_frame(), console=common.console, screen=False) as live:
+                while True:
+                    time.sleep(interval)
+                    live.update(live_frame())
+        except DanluError as exc:
+            raise fail(exc) from None
+        except KeyboardInterrupt:
+            return
+        except BrokenPipeError:  # `danlu top | head`: its reader has gone
+            quiet_stdout()
+            raise typer.Exit(code=PIPE_CLOSED) from None

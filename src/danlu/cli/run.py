@@ -36,6 +36,7 @@ from danlu.cli.jobs import connect, err, fail
 from danlu.cli.markup import after_state, as_text, submitted_notes
 from danlu.cli.options import HomeOpt, TokenOpt, UrlOpt, int_option, path_of, refuse_empty
 from danlu.cli.output import PIPE_CLOSED, quiet_stdout, stderr_written, write_bytes
+from danlu.cli.override_flags import EnvOpt
 from danlu.cli.spec_build import set_path, spec_body
 from danlu.cli.spec_flags import by_flag, flag_error
 from danlu.client import Client
@@ -242,10 +243,7 @@ def run(
             "--max-restarts", help="Restarts after a failure (default 0: none).", example="3", low=0
         ),
     ] = 0,
-    env: Annotated[
-        list[str] | None,
-        typer.Option("--env", help="NAME=VALUE, or NAME for its value here (repeatable)."),
-    ] = None,
+    env: EnvOpt = None,
     workdir: Annotated[
         Path | None,
         typer.Option(

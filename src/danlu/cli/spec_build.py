@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,17 +37,22 @@ def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def build_spec(
-    path: Path, overrides: dict[str, Any], sets: list[str], after: Sequence[str] = ()
+    path: Path,
+    overrides: dict[str, Any],
+    sets: list[str],
+    after: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Read ``path`` (YAML or JSON), apply flag overrides and ``--set key=value`` (values parsed
-    as YAML), add ``--after JOB[:CONDITION]`` to ``depends_on``, validate it locally, and
+    """Read ``path`` (YAML or JSON), apply flag overrides, ``--env`` (``env``) and ``--set
+    key=value`` (values parsed as YAML; :func:`apply_flags`), add ``--after
+    JOB[:CONDITION]`` to ``depends_on``, validate it locally, and
     return the JSON body to submit (with the spec's ``array`` range, if it has one, as the
     file gives it, for :func:`~danlu.core.job_array.parse_array` to read or refuse: the
     caller submits it as a job array)."""
     data = load_spec_file(path, JOB_SPEC_FIX)
     if not isinstance(data, dict):
         raise SpecError("", f"a job spec must be a mapping of fields, got {given_words(data)}")
-    apply_flags(data, overrides, sets)
+    apply_flags(data, overrides, sets, env)
     after_from = 0  # the index in depends_on of the first entry --after adds
     if after:
         listed = data.get("depends_on") or []
@@ -73,13 +78,25 @@ def build_spec(
     return body
 
 
-def apply_flags(data: dict[str, Any], overrides: dict[str, Any], sets: Sequence[str]) -> None:
-    """Set in ``data`` the flags' ``overrides`` (dotted fields, those not None), then each
-    ``--set key=value`` of ``sets`` (:func:`set_value`): a spec read from its file
-    (``danlu submit``), or the changes ``danlu rerun`` sends."""
+def apply_flags(
+    data: dict[str, Any],
+    overrides: dict[str, Any],
+    sets: Sequence[str],
+    env: Mapping[str, str] | None = None,
+) -> None:
+    """Set in ``data`` the flags' ``overrides`` (dotted fields, those not None), then the
+    variables of ``env`` (``--env``) in its ``env`` by name, added or replacing those of the
+    same name (a name may hold a dot), then each ``--set key=value`` of ``sets``
+    (:func:`set_value`), which wins: a spec read from its file (``danlu submit``), or the
+    changes ``danlu rerun`` sends."""
     for key, value in overrides.items():
         if value is not None:
             set_path(data, key, value)
+    if env:
+        if data.get("env") is None:
+            data["env"] = {}
+        if isinstance(data["env"], dict):  # else the validation refuses the file's env
+            data["env"].update(env)
     for item in sets:
         key, sep, raw = item.partition("=")
         if not sep:

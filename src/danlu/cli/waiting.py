@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from danlu.cli import jobs as common
-from danlu.cli.interrupt import INTERRUPTED as INTERRUPTED  # re-exported: jobs.py
+from danlu.cli.interrupt import INTERRUPTED as INTERRUPTED  # re-exported: job_submit, job_views
 from danlu.cli.job_table import told_end_reason
 from danlu.cli.markup import after_state, as_text
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, error_line, float_option
