@@ -38,6 +38,13 @@ from danlu.server.services import jobs, user_quotas, users
 from danlu.server.services.bulk import EventBatch, WaitingReasons
 from danlu.server.services.cluster import load_cluster
 from danlu.server.services.common import resolve_now
+from danlu.server.services.outdated import (
+    CHANGED,
+    changed_rows,
+    gone_starts,
+    not_due,
+    resizes_not_made,
+)
 from danlu.server.services.projects import (
     HOLDING,
     allocation_usage,
@@ -63,7 +70,8 @@ class Applied:
     deferred: dict[str, str] = field(default_factory=dict)
     """Starts or resizes not recorded this round, with the reason (the job stays as it was)."""
     skipped: dict[str, str] = field(default_factory=dict)
-    """Plan entries about jobs that changed since the view was built (e.g. cancelled)."""
+    """Plan entries about jobs that changed since the view was built (e.g. cancelled, or
+    given new resources: the policy chose for what they were)."""
 
 
 def _over_quota(
@@ -166,7 +174,9 @@ def _by_id(session: Session, ids: Iterable[str]) -> dict[str, Job]:
     """The rows of the jobs ``ids`` that a plan changes, without their user and project and
     with their spec deferred (loaded on first access): recording the plan needs neither, and
     at ~3,000 jobs (a round that reshuffles 1,000 nodes) joining and decoding them was a
-    fifth of the recording."""
+    fifth of the recording. As stored now: a row the session already holds (the snapshot
+    loaded it) is read again, so that what another transaction committed since (PostgreSQL)
+    is seen, not found only when the write of a start over it fails the round."""
     wanted = sorted(set(ids))
     if not wanted:
         return {}
@@ -174,6 +184,7 @@ def _by_id(session: Session, ids: Iterable[str]) -> dict[str, Job]:
         select(Job)
         .options(lazyload(Job.project), lazyload(Job.user), defer(Job.spec))
         .where(Job.id.in_(wanted))
+        .execution_options(populate_existing=True)
     )
     return {j.id: j for j in session.scalars(query)}
 
@@ -294,36 +305,6 @@ def _waiting_for(names: list[str], movers: set[str]) -> str:
     return "waiting for " + " and for ".join(parts)
 
 
-def _not_due(job: Job, t: float) -> str | None:
-    """Why the pending ``job`` (its row as read in this transaction) is not one to start at
-    ``t``, as the snapshot's pending key query leaves such jobs out
-    (:func:`~danlu.server.services.view.key_row_queries`): held, waiting for a dependency, or
-    backing off; None when it may start."""
-    if job.held_at is not None:
-        return "held since the view was built"
-    if job.waiting_on is not None:
-        return f"waiting for job {job.waiting_on}"
-    if job.next_attempt_at is not None and job.next_attempt_at > t:
-        return "backing off until its next attempt"
-    return None
-
-
-def _gone(
-    plan: Plan, rows: Mapping[str, Job], t: float, disabled: frozenset[int] = frozenset()
-) -> set[str]:
-    """The ids of ``plan``'s starts that will not happen: their jobs held, cancelled, waiting
-    or backing off since the view was built, or their owners (``disabled``: user ids)
-    disabled."""
-    return {
-        s.job_id
-        for s in plan.starts
-        if (job := rows.get(s.job_id)) is None
-        or job.state != JobState.PENDING.value
-        or _not_due(job, t) is not None
-        or job.user_id in disabled
-    }
-
-
 @dataclass
 class _Quotas:
     """The quotas a plan's moves are checked against, and what their holders hold."""
@@ -382,7 +363,9 @@ def _checked_first(
             moves.append((starting, Usage(), held_usage(start.allocation)))
     for resize in plan.resizes:
         mover = rows.get(resize.job_id)
-        if mover is not None and mover.state == JobState.RUNNING.value and quotas.counts(mover):
+        if mover is None or mover.id in gone:  # a resize not made counts nothing
+            continue
+        if mover.state == JobState.RUNNING.value and quotas.counts(mover):
             now_held = allocation_usage(mover.allocation)
             moves.append((mover, now_held, held_usage(resize.allocation)))
     refused: dict[str, str] = {}
@@ -431,7 +414,11 @@ def apply_plan(
     inventory and usage are used instead of being read again (~45 ms a round at 1,000 nodes
     and 2,000 running jobs). They cannot have grown since: only the reconcile loop's
     ``apply_plan`` adds allocations, and other writers only release them. So the checks
-    below are at least as strict as on a fresh read.
+    below are at least as strict as on a fresh read. A start, move or batch change of a job
+    whose row changed since the snapshot read it (its ``version``: new resources, a hold, a
+    cancel) is not made (``Applied.skipped``: :func:`~.outdated.changed_rows`), nor a move
+    that gives a job of a disabled owner more GPUs (``Applied.deferred``): each job stays
+    as it was.
 
     The quotas are checked before the preemptions are applied (:func:`_checked_first`): a
     start or growth that a quota refuses waits with the quota's reason, and a job preempted
@@ -460,6 +447,8 @@ def apply_plan(
         [*touched, *(s.job_id for s in plan.starts), *plan.waiting, *plan.marks, *(withheld or {})],
     )
     plan = _without_released(plan, rows, out)
+    # compared before any row changes: the round's own writes bump versions too
+    changed = changed_rows(plan, rows, snapshot)
     # read before any row changes: a query after them would autoflush them row by row
     projects = {p.id: p for p in session.scalars(select(Project))}
     quotas = {
@@ -503,7 +492,8 @@ def apply_plan(
     # the quota checks first: a job preempted only for moves that a quota refuses (or that
     # will not happen) keeps running, and those moves are not placed (they wait)
     limited = with_quota(projects.values())
-    gone = _gone(plan, rows, t, disabled)
+    not_made = resizes_not_made(plan, rows, disabled, changed)
+    gone = gone_starts(plan, rows, t, disabled, changed) | not_made.keys()
     refused: dict[str, str] = {}
     idle: dict[str, str] = {}
     if plan.preempts:
@@ -551,8 +541,10 @@ def apply_plan(
             moving.append((resize, *found))
     waits: dict[str, str] = {}
     for _, job, old in moving:
-        if job.id in refused:  # a growth past a quota: the job keeps its GPUs
-            waits[job.id] = refused[job.id]
+        # not made (changed since the view, or an owner disabled), or a growth past a
+        # quota: the job keeps its GPUs
+        if (stays := not_made.get(job.id, refused.get(job.id))) is not None:
+            waits[job.id] = stays
             movers.add(job.id)
             not_free_yet(old, job.id)
     settled = False
@@ -577,6 +569,9 @@ def apply_plan(
                 not_free_yet(old, job.id)
                 settled = False
     for resize, job, _ in moving:
+        if job.id in changed:
+            out.skipped[job.id] = CHANGED
+            continue
         if job.id in waits:
             out.deferred[job.id] = waits[job.id]
             continue
@@ -608,6 +603,9 @@ def apply_plan(
         if job is None or job.state != JobState.RUNNING.value:
             out.skipped[rebatch.job_id] = "not running any more"
             continue
+        if job.id in changed:
+            out.skipped[job.id] = CHANGED
+            continue
         jobs.rebatch(session, job, rebatch.batch_size, flush=False)
         out.rebatched.append(job)
 
@@ -616,7 +614,7 @@ def apply_plan(
         if job is None or job.state != JobState.PENDING.value:
             out.skipped[start.job_id] = "not pending any more"
             continue
-        if (passed := _not_due(job, t)) is not None:
+        if (passed := not_due(job, t)) is not None:
             # held, or made to wait, since the snapshot: it stays PENDING, keeping its own
             # reason; its GPUs stay free (nothing of the plan is placed on them: each start
             # and move is checked against what is held)
@@ -624,6 +622,9 @@ def apply_plan(
             continue
         if job.user_id in disabled:  # it stays PENDING; the next view withholds it
             out.skipped[start.job_id] = "its owner was disabled since the view was built"
+            continue
+        if job.id in changed:  # it stays PENDING: the next round plans its new request
+            out.skipped[start.job_id] = CHANGED
             continue
         if (reason := refused.get(job.id)) is not None:  # checked before the preemptions
             out.deferred[job.id] = reason
@@ -657,12 +658,13 @@ def apply_plan(
             continue
         if job.user_id in disabled and job_id not in (withheld or {}):
             continue  # its owner was disabled since the view: it keeps the disable's reason
-        if _not_due(job, t) is None:  # a held or waiting job keeps its own reason
+        if not_due(job, t) is None:  # a held or waiting job keeps its own reason
             reasons.add(job, reason)
     if plan.waiting_default:
         # Every other pending job waits for the plan's shared reason (one UPDATE, not a row
         # per queued job). Started jobs are no longer PENDING; listed ones keep their reason.
-        listed = {*plan.waiting, *(withheld or {}), *out.deferred}
+        # (a start skipped as changed keeps its reason until a round plans it anew)
+        listed = {*plan.waiting, *(withheld or {}), *out.deferred, *out.skipped}
         jobs.flush_or_conflict(session)
         reason = plan.waiting_default
         session.execute(

@@ -6,7 +6,8 @@ policy's :class:`Plan` is :mod:`danlu.server.services.record`'s.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import compress, repeat
 from operator import is_
@@ -69,12 +70,28 @@ class Snapshot:
     """The preemptible running jobs on draining nodes, to preempt (id -> reason): the
     view hands them to the policy as not preemptible, like every job on a closed node
     (:func:`danlu.server.services.nodes.with_drains` adds them to its plan)."""
+    keys: tuple[Sequence[_Key], ...] = ()
+    """The key rows the view was built from (:data:`_Key`): the holding jobs', then the
+    pending ones', each in submission order (:meth:`version_of` reads them)."""
 
     @property
     def preempting(self) -> frozenset[str]:
         """The running jobs of the view that are PREEMPTING (checkpointing on their way
         out): the view's draining jobs."""
         return self.view.draining
+
+    def version_of(self, seq: int) -> int | None:
+        """The ``version`` of the row of job ``seq`` (its submission number) that the view's
+        status of it was built from, or None when the view has no such job. A row whose
+        version is another now was changed since (``PATCH /jobs/{id}``, a hold, a cancel):
+        :func:`~danlu.server.services.record.apply_plan` makes no move planned for it. A
+        binary search of the key rows (no dictionary of every job is built a round)."""
+        probe = (seq,)  # before every row of that seq: a shorter tuple sorts first
+        for rows in self.keys:
+            i = bisect_left(rows, probe)
+            if i < len(rows) and rows[i][_SEQ] == seq:
+                return int(rows[i][_VERSION])
+        return None
 
 
 def to_allocation(shares: Iterable[Mapping[str, object]] | None, cluster: Cluster) -> Allocation:
@@ -172,6 +189,8 @@ string, is its status's :attr:`~danlu.sched.view.JobStatus.id`; its priority and
 only change with ``version``)."""
 _SEQ = 0
 """The job's submission number's place in a :data:`_Key`."""
+_VERSION = 1
+"""The row's ``version``'s place in a :data:`_Key`."""
 _PROJECT = 3
 """The project id's place in a :data:`_Key`."""
 _STATE = 4
@@ -471,7 +490,8 @@ def build_snapshot(
                     user_used[owner] = user_used.get(owner, 0.0) + entry.held.gpus
                     user_least[owner] = user_least.get(owner, 0.0) + fewest.gpus
     bound = {n for n, q in quotas.items() if can_bind(user_quotas.as_quota(q), cluster)}
-    disabled = users.disabled_names(session) if waiting else frozenset()
+    # the disabled owners: their queued jobs are withheld, their running ones grow no more
+    disabled = users.disabled_names(session) if waiting or held else frozenset()
     pending: list[JobStatus] = []
     withheld: dict[str, str] = {}
     for row, entry in zip(waiting, waiting_entries, strict=True):
@@ -525,6 +545,8 @@ def build_snapshot(
         if quota is not None:
             others_gpus = user_least[quota.name] - fewest.gpus + entry.held.gpus
             running_jobs[i] = within_room(status, user_quotas.room(quota, others_gpus))
+    if disabled:  # a disabled owner's running jobs run on as they are: none takes more GPUs
+        running_jobs = [_not_growing(status, disabled) for status in running_jobs]
     milli, memory = _gpu_usage(cluster, held_entries)
     closed = nodes.closed(session, cluster)
     view = ClusterView(
@@ -544,7 +566,19 @@ def build_snapshot(
         if row[_HELD_AT] is not None and row[_STATE] != _PREEMPTING:
             drains[status.id] = HELD_DRAIN
     by_id = {quotas[name].id: gpus for name, gpus in user_used.items()}
-    return Snapshot(view, withheld, usage, quotas, by_id, drains)
+    return Snapshot(view, withheld, usage, quotas, by_id, drains, (held, waiting))
+
+
+def _not_growing(status: JobStatus, disabled: frozenset[str]) -> JobStatus:
+    """A running job's status as a policy is to see it when its owner is one of
+    ``disabled`` (user names): an elastic one with its most GPUs cut to those it holds (as a
+    quota with no room left cuts it: :func:`~danlu.sched.quota.within_room`), so that no
+    policy plans its growth; it may still shrink or be preempted. ``status`` itself for
+    any other job (:func:`~danlu.server.services.record.apply_plan` refuses the growth of
+    a job a policy sizes itself)."""
+    if status.request.user not in disabled or not status.request.elastic:
+        return status
+    return within_room(status, 0)
 
 
 def _from_launch(status: JobStatus, now: float) -> JobStatus:
