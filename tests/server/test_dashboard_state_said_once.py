@@ -7,6 +7,7 @@ fixtures of ``test_dashboard``); skipped without ``/usr/bin/chromium`` unless
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -107,3 +108,36 @@ def test_a_cancelled_sweep_says_its_state_once(live: Live, page: Any) -> None:
     expect(page.locator("#sweep-title")).to_contain_text(
         f"sweep lr ({created['id']}): CANCELLED by admin; "
     )
+
+
+def test_a_placed_job_not_launched_says_so_once(live: Live, page: Any) -> None:
+    """A RUNNING job whose run is not launched (the API's ``launched`` false; the server's
+    answers for a running job rewritten so) reads ``RUNNING (not launched)`` in the Jobs table
+    and its panel, as ``danlu ls`` says it; where its reason says so already (its cluster
+    cannot be reached), the panel says it once."""
+    from playwright.sync_api import Route, expect
+
+    with live.client() as c:
+        job = c.post("/jobs", json=spec("placed", _SLEEP)).json()
+        wait_state(c, job["id"], "RUNNING")
+    unreached: list[str] = []  # the reason /why answers from when it is set
+
+    def not_launched(route: Route) -> None:
+        answer = route.fetch()
+        body = answer.json()
+        if route.request.url.endswith("/why"):
+            body["reason"] = unreached[0] if unreached else body["reason"]
+        for row in body if isinstance(body, list) else [body]:
+            if row.get("id") == job["id"] and "state" in row and "reason" not in row:
+                row["launched"] = False
+        route.fulfill(response=answer, json=body)
+
+    page.route(re.compile(rf"/api/v1/jobs(\?.*|/{job['id']}|/{job['id']}/why)$"), not_launched)
+    _sign_in(live, page)
+    row = page.locator(f'#jobs tr[data-job="{job["id"]}"]')
+    expect(row.locator("td.state")).to_have_text("RUNNING (not launched)")
+    row.locator('button[data-action="show"]').click()
+    expect(page.locator("#detail-why")).to_have_text("RUNNING (not launched) on localhost:0")
+    unreached.append("not launched: the cluster cannot be reached (down); placed on localhost:0")
+    row.locator('button[data-action="show"]').click()  # read again now, not at the refresh
+    expect(page.locator("#detail-why")).to_have_text(f"RUNNING: {unreached[0]}")

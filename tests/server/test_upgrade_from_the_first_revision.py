@@ -24,7 +24,7 @@ JOB_FIELDS = {
     "id", "name", "project", "user", "priority", "state", "restarts", "preemptions",
     "submitted_at", "started_at", "finished_at", "deadline_at", "time_limit", "run_time",
     "energy_joules", "held_at", "waiting_on", "purged_at", "exit_code", "pending_reason",
-    "end_reason", "allocation", "gpus", "gpu_memory", "batch_size", "micro_batch_limit",
+    "launched", "end_reason", "allocation", "gpus", "gpu_memory", "batch_size", "micro_batch_limit",
     "checkpoint_step", "observed", "spec",
 }  # fmt: skip
 """The Job object's fields as ``docs/api.md`` lists them."""

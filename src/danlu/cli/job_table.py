@@ -8,11 +8,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from danlu.cli.fitted_table import NARROW, FittedTable
+from danlu.cli.fitted_table import NARROW, FittedTable, needed_width
 from danlu.core.units import format_bytes
 from danlu.core.values import visible
 
@@ -27,10 +27,28 @@ STATE_STYLE: dict[str, str] = {
 }
 
 
-def state_text(state: str) -> Text:
+NOT_LAUNCHED = "not launched"
+"""What follows the state of a RUNNING job whose current run the executor has not launched
+yet (the API's ``launched`` false): placed, it holds its GPUs but runs nothing, so no output
+comes yet. The dashboard's Jobs table (``jobs.js``) says the same."""
+
+
+def state_text(state: str, launched: bool = True, stacked: bool = False) -> Text:
     """A job state, coloured; a state no danlu sends (another version's, a bad reply's) is
-    shown with its control characters written as escapes, never acted on."""
-    return Text(visible(state), style=STATE_STYLE.get(state, ""))
+    shown with its control characters written as escapes, never acted on. A RUNNING job
+    whose run is not ``launched`` reads ``RUNNING (not launched)`` (:data:`NOT_LAUNCHED`);
+    ``stacked``, ``not launched`` on a line under ``RUNNING`` (a narrow table's cell)."""
+    text = Text(visible(state), style=STATE_STYLE.get(state, ""))
+    if state == "RUNNING" and not launched:
+        note = f"\n{NOT_LAUNCHED}" if stacked else f" ({NOT_LAUNCHED})"
+        text.append(note, style=STATE_STYLE["PENDING"])
+    return text
+
+
+def run_launched(job: Mapping[str, Any]) -> bool:
+    """Whether ``job``'s current run is launched, as its ``launched`` says; a server older
+    than the field sends none: launched, as such a server showed every RUNNING job."""
+    return job.get("launched") is not False
 
 
 def _ago(t: float | None, now: float) -> str:
@@ -165,14 +183,25 @@ def _job_cells(job: dict[str, Any], now: float) -> dict[str, Text]:
         "where": where,
     }
     cells = {key: Text(visible(str(value))) for key, value in plain.items()}
-    cells["state"] = state_text(str(job.get("state", "")))
+    state, ran = str(job.get("state", "")), run_launched(job)
+    cells["state"] = state_text(state, ran)
+    cells[STACKED_STATE] = state_text(state, ran, stacked=True)
     return cells
+
+
+STACKED_STATE = "stacked state"
+"""The key of a job's cells whose state is on two lines where it has a note (``RUNNING`` over
+``not launched``): the state column of a table that is too wide with it on one."""
 
 
 class JobsTable(FittedTable):
     """The table of :func:`jobs_table`, laid out for the width it is printed at (or
     ``width``): under :data:`NARROW` columns without user, priority and restarts; where the
-    ids and states would be cut, a line per job."""
+    ids and states would be cut, a line per job. A state with a note (``RUNNING (not
+    launched)``) is on one line where the table fits so, else on two lines of its cell
+    (``RUNNING`` over ``not launched``: no wider than ``PREEMPTING`` by more than 2, where
+    the note on one line turned many a table at 80 columns into a line per job); into a pipe
+    or a file on one line (:meth:`whole_table`)."""
 
     FLOORS: Mapping[str, int] = {"name": 8, "where / why": 14}
 
@@ -190,11 +219,25 @@ class JobsTable(FittedTable):
     def table(self, width: int) -> Table:
         return self._table(self._columns(width))
 
+    def layout(self, console: Console, width: int) -> RenderableType:
+        """:meth:`table` where it fits in ``width``, else the table with each state's note
+        under its state, where that fits, else :meth:`lines`."""
+        table = self.table(width)
+        if needed_width(console, table, self.FLOORS) <= width:
+            return table
+        if any("\n" in cells[STACKED_STATE].plain for cells in self.rows):
+            stacked = self._table(self._columns(width), state=STACKED_STATE)
+            if needed_width(console, stacked, self.FLOORS) <= width:
+                return stacked
+        return self.lines(width)
+
     def whole_table(self) -> Table:
         """Every column, whatever ``width`` the table was made for."""
         return self._table(list(JOB_COLUMNS))
 
-    def _table(self, columns: list[str]) -> Table:
+    def _table(self, columns: list[str], state: str = "state") -> Table:
+        """The table of ``columns``; the state column's cells are the cells' ``state`` (one
+        line) or :data:`STACKED_STATE`."""
         table = Table(title=self.title or None, title_justify="left")
         for col in columns:
             right = col in ("prio", "restarts", "age")
@@ -207,7 +250,7 @@ class JobsTable(FittedTable):
             )
         table.add_column("where / why", overflow="fold")
         for cells in self.rows:
-            table.add_row(*(cells[c] for c in columns), cells["where"])
+            table.add_row(*(cells[state if c == "state" else c] for c in columns), cells["where"])
         return table
 
     def lines(self, width: int) -> RenderableType:

@@ -100,6 +100,7 @@ JOB_FIELDS: Mapping[str, Field] = {
     "time_limit": NUMBER,
     "run_time": NUMBER,
     "energy_joules": NUMBER,
+    "launched": FLAG,
     **{
         key: TIME
         for key in (

@@ -163,8 +163,13 @@ async function showJob(id, round) {
     const ended = shownEnded && job.finished_at !== null
       ? " (ended " + new Date(job.finished_at * 1000).toLocaleString() + ")"
       : "";
+    // a run not launched yet: said where its reason does not say so already (a launch that
+    // waits for GPUs another run still holds: "RUNNING (not launched) on n1:0")
+    const told = typeof why.reason === "string" && why.reason.startsWith("not launched");
+    const unlaunched = job.state === "RUNNING" && job.launched === false && !told;
+    const note = unlaunched ? " (not launched)" : "";
     document.getElementById("detail-why").textContent =
-      job.state + afterState(job.state, why.reason) + ended;  // "RUNNING on n1:0"
+      job.state + note + afterState(job.state, why.reason) + ended;  // "RUNNING on n1:0"
     document.getElementById("detail-energy").textContent = energyText(job.energy_joules);
     showActions(job);
     renderMetrics(records);

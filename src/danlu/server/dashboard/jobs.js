@@ -77,6 +77,18 @@ function gpusText(job) {
   return job.gpu_memory ? gpus + " x " + bytes(job.gpu_memory) : String(gpus);
 }
 
+function stateNote(job) {
+  // what follows a job's state: " (held)", " (waiting)" for a dependency, " (not launched)"
+  // for a RUNNING job whose run the executor has not launched yet (placed, it holds its
+  // GPUs, but nothing runs: no output comes yet), as danlu ls says it (cli/job_table.py's
+  // NOT_LAUNCHED; a server older than the field sends none). Notes on an unfinished job
+  // only: an ended one keeps its held_at and waiting_on
+  if (!UNFINISHED.includes(job.state)) return "";
+  if (job.held_at) return " (held)";
+  if (job.waiting_on) return " (waiting)";
+  return job.state === "RUNNING" && job.launched === false ? " (not launched)" : "";
+}
+
 function renderJobs(jobs) {
   const body = document.querySelector("#jobs tbody");
   const rows = jobs.map((job) => {
@@ -86,10 +98,7 @@ function renderJobs(jobs) {
     row.appendChild(el("td", job.name, "name"));
     row.appendChild(el("td", job.user));
     row.appendChild(el("td", job.project));
-    // notes on an unfinished job only: an ended one keeps its held_at and waiting_on
-    const unfinished = UNFINISHED.includes(job.state);
-    const note = !unfinished ? "" : job.held_at ? " (held)" : job.waiting_on ? " (waiting)" : "";
-    row.appendChild(el("td", job.state + note, "state state-" + job.state));
+    row.appendChild(el("td", job.state + stateNote(job), "state state-" + job.state));
     row.appendChild(el("td", job.priority, "number"));
     row.appendChild(el("td", gpusText(job)));
     row.appendChild(el("td", age(job.submitted_at), "number"));

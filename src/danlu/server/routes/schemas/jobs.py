@@ -11,6 +11,7 @@ from danlu.core.state import JobState
 from danlu.server.db import Job, JobEvent, JobMetric
 from danlu.server.routes.schemas.base import StateName, _In, _no_boolean
 from danlu.server.services.events import FeedEvent
+from danlu.server.services.job_reasons import not_launched
 
 
 class Share(BaseModel):
@@ -59,6 +60,11 @@ class JobOut(BaseModel):
     """When the retention deleted the finished job's metrics, logs and checkpoints."""
     exit_code: int | None
     pending_reason: str | None
+    launched: bool = True
+    """Whether the executor has launched the job's current run: false only while the job is
+    RUNNING (placed, holding its GPUs) and its run is not launched yet, which its next pass
+    does (usually within a second; longer while its cluster cannot be reached, said in
+    ``pending_reason``, or while another run still holds one of its GPUs); true otherwise."""
     end_reason: str | None = None
     """Why a job that ended (SUCCEEDED, FAILED, CANCELLED) ended: the reason of the event
     that ended it (``cancelled by alice``); null for a job that has not ended."""
@@ -227,6 +233,7 @@ def job_out(job: Job, end_reason: str | None = None) -> dict[str, Any]:
         "waiting_on": job.waiting_on,
         "exit_code": job.exit_code,
         "pending_reason": job.pending_reason,
+        "launched": not (job.state == JobState.RUNNING.value and not_launched(job)),
         "end_reason": end_reason,
         "allocation": allocation,
         "gpus": len(allocation) if allocation else requested,
