@@ -17,7 +17,6 @@ from danlu.cli.override_flags import (
     GpuMemoryOpt,
     GpusOpt,
     MaxRestartsOpt,
-    TimeLimitOpt,
     refusal_by_flag,
 )
 from danlu.client import Client
@@ -54,6 +53,24 @@ UPDATE_FLAGS = {
 }
 """The ``danlu update`` flag that gives each field ``PATCH /jobs/{id}`` changes."""
 
+NewTimeLimitOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--time-limit",
+        help="New time limit: 4h, 04:00:00; none (or UNLIMITED) removes it.",
+    ),
+]
+"""``danlu update``'s ``--time-limit``: passed to the server as given (which reads the
+duration, or ``none`` that removes the limit: a job spec refuses the word)."""
+NewDeadlineOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--deadline",
+        help="Finish within this long of its submission: 6h, 2-00:00:00; none removes it.",
+    ),
+]
+"""``danlu update``'s ``--deadline``, passed to the server as given, as ``--time-limit``."""
+
 
 def update(
     job: JobArg,
@@ -68,13 +85,8 @@ def update(
             high=1_000_000,
         ),
     ] = None,
-    time_limit: TimeLimitOpt = None,
-    deadline: Annotated[
-        str | None,
-        typer.Option(
-            "--deadline", help="Finish within this long of its submission: 6h, 2-00:00:00."
-        ),
-    ] = None,
+    time_limit: NewTimeLimitOpt = None,
+    deadline: NewDeadlineOpt = None,
     gpus: GpusOpt = None,
     gpu_memory: GpuMemoryOpt = None,
     max_restarts: MaxRestartsOpt = None,
@@ -84,8 +96,9 @@ def update(
     token: TokenOpt = None,
 ) -> None:
     """Change an unfinished job: its priority (the next round ranks it anew), time limit or
-    deadline, also while it runs; its GPUs, GPU memory or max restarts while it is PENDING
-    (hold a running job first). Validated as a submission; each change is an event."""
+    deadline, also while it runs (none removes one); its GPUs, GPU memory or max restarts
+    while it is PENDING (hold a running job first). Validated as a submission; each change
+    is an event."""
     resources = {"gpus": gpus, "gpu_memory": gpu_memory}
     values: dict[str, Any] = {
         "priority": priority,
@@ -126,12 +139,15 @@ def update(
 
 
 def _changed_text(job: dict[str, Any], field: str) -> str:
-    """A field ``danlu update`` changed, as the reply has it now: ``time_limit 2h``."""
+    """A field ``danlu update`` changed, as the reply has it now: ``time_limit 2h``,
+    ``time_limit none`` once removed."""
     spec = job.get("spec")
     value = job.get(field) if field in ("priority", "time_limit") else None
     if field in ("deadline", "max_restarts") and isinstance(spec, dict):
         value = spec.get(field)
     duration = field in ("time_limit", "deadline") and not isinstance(value, bool)
+    if duration and value is None:
+        return f"{field} none"
     if not (duration and isinstance(value, int | float)):
         return f"{field} {as_text(value)}"
     after = " after its submission" if field == "deadline" else ""

@@ -219,13 +219,13 @@ def get_job(job_id: str, user: Caller, state: State) -> dict[str, Any]:
 @router.patch("/{job_id}", response_model=ChangedOut, summary="Change an unfinished job")
 def update_job(job_id: str, body: JobPatch, user: Caller, state: State) -> dict[str, Any]:
     """Change a job (its owner or an admin): its ``priority`` (the next round ranks it
-    anew), ``time_limit`` and ``deadline`` in any unfinished state, its ``resources`` and
-    ``max_restarts`` while it is PENDING (409 naming them otherwise), validated as at
-    submission (new resources against the inventory and the quotas too: 422 naming the
-    field), an event recording each change; ``held``: hold a job (not scheduled until
-    released; a running one is preempted by checkpoint first) or release it. The reply's
-    ``notes`` tell what the change did besides (a new ``gpu_memory: auto`` resolved, a
-    limit already passed)."""
+    anew), ``time_limit`` and ``deadline`` in any unfinished state (``"none"`` removes one),
+    its ``resources`` and ``max_restarts`` while it is PENDING (409 naming them otherwise),
+    validated as at submission (new resources against the inventory and the quotas too:
+    422 naming the field), an event recording each change; ``held``: hold a job (not
+    scheduled until released; a running one is preempted by checkpoint first) or release
+    it. The reply's ``notes`` tell what the change did besides (a new ``gpu_memory: auto``
+    resolved, a limit already passed)."""
     checked_name(job_id, "job")
     change = job_changes.JobChange(
         priority=body.priority,

@@ -4,7 +4,9 @@
 
 An unfinished job's ``priority``, ``time_limit`` and ``deadline`` (:data:`LIVE_FIELDS`)
 change in any state and take effect with no restart: the next round ranks it anew, and
-every pass checks the limits. Its ``resources`` and ``max_restarts``
+every pass checks the limits. A time limit or deadline is removed with the word ``none``
+(or Slurm's ``UNLIMITED``, any case: :data:`REMOVALS`), which only a change takes: a job
+spec refuses it, and a null field is one left out. Its ``resources`` and ``max_restarts``
 (:data:`QUEUED_FIELDS`) change only while it is PENDING: a start reads them. Each change is
 recorded in an event of the job whose state is the same before and after (``changed by
 alice: time_limit 1h -> 2h``); webhooks, told of state changes, are not told of it.
@@ -34,6 +36,12 @@ QUEUED_FIELDS = ("resources", "max_restarts")
 SPEC_FIELDS = ("time_limit", "deadline", "max_restarts", "resources")
 """The fields of :class:`JobChange` that are its spec's (``priority`` is the job's own:
 the spec keeps the priority it was submitted with)."""
+REMOVABLE = ("time_limit", "deadline")
+"""The fields of :class:`JobChange` that a word of :data:`REMOVALS` removes."""
+REMOVALS = frozenset({"none", "unlimited"})
+"""The words (any case, spaces around them ignored) that remove a job's time limit or
+deadline in a change: ``none``, and Slurm's ``UNLIMITED`` (``scontrol update
+TimeLimit=UNLIMITED``)."""
 BYTE_SIZES = frozenset({"gpu_memory", "memory"})
 """The ``resources`` fields that are sizes in bytes (an event writes them ``40.0GiB``)."""
 
@@ -42,7 +50,8 @@ BYTE_SIZES = frozenset({"gpu_memory", "memory"})
 class JobChange:
     """What a ``PATCH /jobs/{id}`` changes of a job; None leaves a field as it is. The spec's
     fields as a job spec writes them (``time_limit: 2h``, ``resources: {gpus: 2}``: merged
-    into the job's resources, :func:`spec_with`), validated as at submission."""
+    into the job's resources, :func:`spec_with`), validated as at submission; a word of
+    :data:`REMOVALS` for ``time_limit`` or ``deadline`` removes it."""
 
     priority: int | None = None
     time_limit: Any = None
@@ -51,13 +60,24 @@ class JobChange:
     resources: Mapping[str, Any] | None = None
 
     def spec_changes(self) -> dict[str, Any]:
-        """The spec's fields given, as :func:`spec_with` takes them."""
+        """The spec's fields given, as :func:`spec_with` takes them: a time limit or
+        deadline removed (:func:`removes`) is None."""
         given = {name: getattr(self, name) for name in SPEC_FIELDS}
-        return {name: value for name, value in given.items() if value is not None}
+        return {
+            name: None if name in REMOVABLE and removes(value) else value
+            for name, value in given.items()
+            if value is not None
+        }
 
     def given(self) -> list[str]:
         """The names of the fields given, priority first."""
         return ["priority"] * (self.priority is not None) + list(self.spec_changes())
+
+
+def removes(value: Any) -> bool:
+    """Whether ``value``, given for a time limit or deadline, removes it: a word of
+    :data:`REMOVALS`."""
+    return isinstance(value, str) and value.strip().lower() in REMOVALS
 
 
 @dataclass(frozen=True)
@@ -146,9 +166,10 @@ def check_state(job: Job, change: JobChange) -> None:
         )
     spec_fields = [name for name in given if name in SPEC_FIELDS]
     if spec_fields and job.cancel_requested_at is not None:
+        stay = "stays as it is" if len(spec_fields) == 1 else "stay as they are"
         raise ConflictError(
             f"job {job.id} is being cancelled ({job.cancel_reason or 'cancelled'}): it ends "
-            f"CANCELLED once its run has stopped; its {_and(spec_fields)} stay as they are"
+            f"CANCELLED once its run has stopped; its {_and(spec_fields)} {stay}"
         )
 
 
@@ -168,7 +189,15 @@ def changed_spec(job: Job, change: JobChange) -> JobSpec | None:
     changes = change.spec_changes()
     if not changes:
         return None
-    spec = spec_with(jobs.job_spec(job), changes)
+    try:
+        spec = spec_with(jobs.job_spec(job), changes)
+    except SpecError as exc:
+        if exc.field not in REMOVABLE:
+            raise
+        what = "time limit" if exc.field == "time_limit" else "deadline"
+        raise SpecError(
+            exc.field, f"{exc.message}; to remove the {what}, write none (or UNLIMITED)"
+        ) from None
     admission.check_spec_shape(spec)
     return spec
 

@@ -160,7 +160,8 @@ class JobPatch(_In):
     """What may change of an unfinished job (fields left out stay as they are). ``priority``,
     ``time_limit`` and ``deadline`` change in any unfinished state; ``resources`` and
     ``max_restarts`` only while the job is PENDING (a 409 names them otherwise). The spec's
-    fields are validated as at submission (a 422 names the field)."""
+    fields are validated as at submission (a 422 names the field). Null is a field left out;
+    ``"none"`` (or Slurm's ``"UNLIMITED"``, any case) removes a time limit or deadline."""
 
     priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
     """A whole number; written as ``2.0`` it is 2, as a project's priority (``2.5``,
@@ -169,10 +170,11 @@ class JobPatch(_In):
     """True holds a job (not scheduled until released; a running one is preempted by
     checkpoint first), False releases it."""
     time_limit: StrictFloat | StrictStr | None = None
-    """The spec's ``time_limit``: seconds, or a duration such as ``2h`` or ``04:00:00``."""
+    """The spec's ``time_limit``: seconds, or a duration such as ``2h`` or ``04:00:00``;
+    ``"none"`` (or ``"UNLIMITED"``) removes it."""
     deadline: StrictFloat | StrictStr | None = None
     """The spec's ``deadline``: how long after its submission the job must have finished
-    (seconds, or a duration such as ``6h``)."""
+    (seconds, or a duration such as ``6h``); ``"none"`` (or ``"UNLIMITED"``) removes it."""
     max_restarts: int | None = None
     """The spec's ``max_restarts`` (PENDING only)."""
     resources: dict[str, Any] | None = None
