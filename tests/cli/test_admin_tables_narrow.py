@@ -14,7 +14,9 @@ from rich.console import Console, RenderableType
 from rich.text import Text
 
 from danlu.cli import admin as admin_cli
+from danlu.cli import project as project_cli
 from danlu.cli import webhook as webhook_cli
+from danlu.cli.titled_table import fill_widths, titled_table
 
 GIB = 2**30
 
@@ -48,7 +50,7 @@ def _render(renderable: RenderableType, width: int) -> str:
 
 def _tables() -> list[tuple[RenderableType, list[str], str]]:
     """Each admin table, its headers and the name or id its first column shows."""
-    projects = admin_cli._projects_table([PROJECT])
+    projects = project_cli._projects_table([PROJECT])
     webhooks = webhook_cli._webhooks_table([WEBHOOK])
     users = admin_cli._users_table([USER])
     return [
@@ -90,12 +92,12 @@ def test_admin_tables_fit_without_breaking_a_header_word(width: int) -> None:
 
 def test_project_ls_at_80_columns_is_a_table() -> None:
     """80 columns hold every header word of ``project ls``: the table, not lines."""
-    text = _render(admin_cli._projects_table([PROJECT]), 80)
+    text = _render(project_cli._projects_table([PROJECT]), 80)
     assert "┃ project ┃ priority ┃" in text, text
 
 
 def test_a_table_too_narrow_is_a_line_per_record() -> None:
-    text = _render(admin_cli._projects_table([PROJECT]), 60)
+    text = _render(project_cli._projects_table([PROJECT]), 60)
     flat = " ".join(text.split())
     assert flat.startswith("projects vision priority: 10 GPU quota: 8"), text
     assert "members: alice, bob" in flat, text
@@ -110,15 +112,13 @@ def test_record_lines_show_server_text_as_text() -> None:
 
 
 def test_fill_widths_gives_the_narrowest_column_room_first() -> None:
-    from danlu.cli.admin import fill_widths
-
     assert fill_widths([3, 6, 5], [80, 16, 26], 20) == [7, 7, 6]  # a tie: the first
     assert fill_widths([3, 6], [4, 6], 100) == [4, 6]  # none wider than it wants
     assert fill_widths([3, 6], [80, 80], 5) == [3, 6]  # never under a floor
 
 
 def test_a_header_given_as_markup_is_measured_as_shown() -> None:
-    table = admin_cli.titled_table("t", ("ID", r"loss\[val]"), [("1", "0.5")])
+    table = titled_table("t", ("ID", r"loss\[val]"), [("1", "0.5")])
     floors = dict(table.FLOORS)
     assert floors == {r"loss\[val]": len("loss[val]")}
     assert Text.from_markup(r"loss\[val]").plain in _render(table, 80)

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from danlu.cli import admin as admin_cli
 from danlu.cli import jobs as jobs_cli
+from danlu.cli.titled_table import titled_table
 
 APP = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 jobs_cli.register(APP)
@@ -154,7 +155,7 @@ def test_a_tables_first_column_is_never_cut_on_a_narrow_terminal() -> None:
     and ``webhook rm`` / ``deliveries`` take the whole id."""
     ident = "whk_0123456789abcdef01234567"
     url = "https://hooks.example.com/" + "x" * 60
-    table = admin_cli.titled_table(
+    table = titled_table(
         "webhooks",
         ("ID", "URL", "STATES", "FOR", "PENDING", "DELIVERED", "FAILED", "LAST ERROR"),
         [(ident, url, "SUCCEEDED,FAILED", "everyone", "0", "12", "3", "timed out " * 4)],

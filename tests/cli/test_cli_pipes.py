@@ -33,6 +33,7 @@ from danlu.cli import events as events_cli
 from danlu.cli import jobs as jobs_cli
 from danlu.cli import metrics as metrics_cli
 from danlu.cli import server as server_cli
+from danlu.cli.reply_views import gpu_count
 from danlu.client import Client
 
 FAILED_REASON = "failed (exit code 1); out of restarts (1 of 1)"
@@ -281,7 +282,7 @@ def test_the_events_table_s_reason_beside_failed(reason: str, cell: str) -> None
 def test_a_gpu_quota_of_one_is_one_gpu(quota: float, said: str) -> None:
     line = admin_cli._user_line({"name": "alice", "role": "user", "quota_gpus": quota})
     assert line == f"user alice (user), {said}"
-    assert admin_cli.gpu_count(0) == "0 GPUs"
+    assert gpu_count(0) == "0 GPUs"
 
 
 SERVER_APP = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)

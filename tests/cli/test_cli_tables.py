@@ -9,7 +9,7 @@ from rich.console import Console, RenderableType
 
 from danlu.cli import events as events_cli
 from danlu.cli import top
-from danlu.cli.admin import titled_table
+from danlu.cli.titled_table import titled_table
 
 GiB = 1024**3
 IDS = ["505ac89d7cf8", "adbef97f48c8", "ce66f70de248"]

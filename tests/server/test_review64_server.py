@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from helpers import live_server, user_and_nodes
 
-from danlu.cli.admin import _members
+from danlu.cli.project import _members
 from danlu.core.cluster import Node, gpu_type
 from danlu.core.errors import SpecError
 from danlu.server.db import Database

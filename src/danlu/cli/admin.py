@@ -1,40 +1,29 @@
-"""Users and projects over the REST client: ``danlu whoami``, ``danlu user add / token / ls /
-tokens / revoke / disable / enable`` and ``danlu project ls / add / set``.
+"""Users over the REST client: ``danlu whoami`` and ``danlu user add / set / token / ls /
+tokens / revoke / disable / enable``; :func:`register` adds them and the ``project`` group
+(:mod:`danlu.cli.project`).
 
-Creating users and projects, and issuing another user's token, is for admins (the server
-answers 403 otherwise); a user may issue tokens for itself. Options, the client and errors
-are those of :mod:`danlu.cli.jobs`.
+Creating users and issuing another user's token is for admins (the server answers 403
+otherwise); a user may issue tokens for itself. Options, the client and errors are those of
+:mod:`danlu.cli.jobs`.
 """
 
 from __future__ import annotations
 
-import math
-import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Annotated, Any
 
 import typer
-from rich.cells import cell_len
-from rich.console import Group, JustifyMethod, RenderableType
-from rich.table import Table
-from rich.text import Text
 
 from danlu.cli import jobs as common
-from danlu.cli.fitted_table import FittedTable, print_whole
-from danlu.cli.markup import as_text, note_lines
-from danlu.cli.options import (
-    HomeOpt,
-    JsonOpt,
-    TokenOpt,
-    UrlOpt,
-    float_option,
-    int_option,
-)
+from danlu.cli.markup import as_text
+from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
 from danlu.cli.output import stdout_written
-from danlu.cli.reply_fields import PROJECT, TOKEN, USER, USER_JOBS, Record
+from danlu.cli.project import project_app
+from danlu.cli.quota_flags import NONE_VALUES, gpu_quota, quota_value
+from danlu.cli.reply_fields import TOKEN, USER, USER_JOBS
+from danlu.cli.reply_views import gpu_count, show_data, when_text
+from danlu.cli.titled_table import TitledTable, titled_table
 from danlu.core.errors import SpecError
-from danlu.core.units import format_bytes, parse_bytes
-from danlu.core.values import plain_float, visible
+from danlu.core.values import visible
 
 NameArg = Annotated[
     str, typer.Argument(help="The user's name (its OS account's too, with DANLU_RUN_AS=user).")
@@ -46,54 +35,12 @@ OsUserOpt = Annotated[
         help="The OS account its jobs run as with DANLU_RUN_AS=user (default: its name).",
     ),
 ]
-ProjectArg = Annotated[str, typer.Argument(help="The project's name.")]
-PriorityOpt = Annotated[
-    int | None,
-    int_option(
-        "--priority", help="Higher runs first.", example="10", low=-1_000_000, high=1_000_000
-    ),
-]
-QuotaGpusOpt = Annotated[
-    str | None,
-    typer.Option("--quota-gpus", help="GPUs the project's jobs may hold at once, or 'none'."),
-]
-QuotaMemoryOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--quota-memory", help="GPU memory its jobs may hold at once (e.g. 640GiB), or 'none'."
-    ),
-]
-
-MembersOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--members",
-        help="Users who may submit to it, comma-separated (admins always may); 'all': everyone.",
-    ),
-]
-ShareOpt = Annotated[
-    float | None,
-    float_option(
-        "--share",
-        help="Its weight in the fair-share policy (default 1): 2 is owed twice what 1 is.",
-        example="2",
-        low=0.000001,
-        high=1_000_000,
-    ),
-]
 
 user_app = typer.Typer(
     rich_markup_mode="markdown",  # as the main app (danlu.cli.main)
     help="Users and their API tokens.",
     no_args_is_help=True,
 )
-project_app = typer.Typer(
-    rich_markup_mode="markdown",  # as the main app (danlu.cli.main)
-    help="Projects (queues): priorities, quotas and fair-share weights.",
-    no_args_is_help=True,
-)
-
-_NONE = ("none", "unlimited", "")
 
 
 def whoami(
@@ -148,7 +95,7 @@ def user_set(
     fields: dict[str, Any] = {}
     if os_user is not None:
         fields["os_user"] = _os_account(os_user)
-    given = _quota(quota_gpus, "--quota-gpus", _gpus)
+    given = quota_value(quota_gpus, "--quota-gpus", gpu_quota)
     if given is not None:
         fields["quota_gpus"] = None if given == "none" else given
     if not fields:
@@ -169,13 +116,7 @@ def _os_account(value: str | None) -> str | None:
                 "--os-user", "is empty: give an OS account name, or 'none' for the user's name"
             )
         )
-    return None if value.lower() in _NONE else value
-
-
-def gpu_count(gpus: float) -> str:
-    """A number of GPUs in words: ``1 GPU``, ``0.5 GPU`` (a part of one), ``2 GPUs``, ``0
-    GPUs``."""
-    return f"{gpus:g} GPU" + ("" if 0 < gpus <= 1 else "s")
+    return None if value.lower() in NONE_VALUES else value
 
 
 def _user_line(data: dict[str, Any]) -> str:
@@ -388,353 +329,6 @@ def _enabled_line(data: dict[str, Any]) -> str:
     if data.get("queued"):
         said += f"; {_jobs(data.get('queued'), 'queued')} may start"
     return said
-
-
-def show_data(
-    data: Any,
-    json_out: bool,
-    render: Callable[[Any], RenderableType],
-    record: Record | None = None,
-) -> None:
-    """``data`` as JSON with ``--json`` (for scripts), else as ``render`` shows it: with
-    ``record``, its kind, without the fields of the wrong type, each of which is then an
-    error (exit 2; :mod:`danlu.cli.reply_fields`)."""
-    if json_out:
-        common.print_json(data)
-        return
-    problems: list[str] = []
-    shown = data if record is None else record.check(data, problems)
-    print_whole(common.console, render(shown), highlight=False)  # a pipe: a row a line
-    common.fail_on(problems)
-
-
-def titled_table(
-    title: str,
-    columns: Sequence[str],
-    rows: Iterable[Sequence[str]],
-    floors: Mapping[str, int] | None = None,
-    numbers: Collection[str] = (),
-) -> TitledTable:
-    """A table of ``rows`` (Rich markup, as :func:`~danlu.cli.markup.as_text` gives) under
-    ``columns``, laid out for the width it is printed at (:class:`TitledTable`; ``floors``:
-    the least width of a column, by header, where its header's longest word is too little
-    to read it folded, e.g. a URL). ``numbers``: the headers of the columns of numbers
-    (counts, quotas, ``3/10``), right-aligned; every other column is text, left-aligned, as
-    ``danlu ls``, ``danlu nodes`` and ``danlu sweep ls`` align their columns."""
-    return TitledTable(title, columns, rows, floors, numbers)
-
-
-class TitledTable(FittedTable):
-    """A titled table whose first column (the name or id the other commands take) is never
-    wrapped or cut, and whose headers never break within a word: on a narrow terminal the
-    other columns give way, their text folded onto more lines (a URL, an error), never cut
-    with an ellipsis; where even a column as wide as its header's longest word each does not
-    fit, one record per line (``name  header: value  ...``)."""
-
-    def __init__(
-        self,
-        title: str,
-        columns: Sequence[str],
-        rows: Iterable[Sequence[str]],
-        floors: Mapping[str, int] | None = None,
-        numbers: Collection[str] = (),
-    ) -> None:
-        self.title = title
-        self.columns = list(columns)
-        self.numbers = frozenset(numbers)
-        """The headers of the right-aligned columns, of numbers (the others: left)."""
-        self.rows = [list(row) for row in rows]
-        given = floors or {}
-        self.FLOORS = {  # a floor given is no wider than the column's widest cell
-            header: max(
-                _longest_word(header),
-                min([given.get(header, 0), *(_cells(row[i]) for row in self.rows if i < len(row))]),
-            )
-            for i, header in enumerate(self.columns)
-            if i > 0
-        }
-
-    def table(self, width: int) -> Table:
-        """The table, each column after the first given its header's longest word and then,
-        narrowest first, what room ``width`` leaves up to its widest cell."""
-        wants = [
-            max([_cells(header), *(_cells(row[i]) for row in self.rows if i < len(row))])
-            for i, header in enumerate(self.columns)
-        ]
-        chrome = 3 * len(self.columns) + 1  # a cell's padding and lines
-        floors = [self.FLOORS[header] for header in self.columns[1:]]
-        widths = fill_widths(floors, wants[1:], width - chrome - wants[0])
-        table = Table(title=self.title, title_justify="left")
-        for i, column in enumerate(self.columns):
-            if i == 0:
-                table.add_column(column, justify="left", no_wrap=True, min_width=wants[0])
-            else:
-                justify: JustifyMethod = "right" if column in self.numbers else "left"
-                table.add_column(column, justify=justify, overflow="fold", width=widths[i - 1])
-        for row in self.rows:
-            table.add_row(*row)
-        return table
-
-    def lines(self, width: int) -> RenderableType:
-        out: list[RenderableType] = [Text.from_markup(self.title)]
-        for row in self.rows:
-            line = Text.from_markup(row[0] if row else "", style="bold")
-            for header, cell in zip(self.columns[1:], row[1:], strict=False):
-                line.append(f"  {Text.from_markup(header).plain}: ")
-                line.append_text(Text.from_markup(cell))
-            out.append(line)
-        return Group(*out)
-
-
-def _cells(markup: str) -> int:
-    """How many terminal cells ``markup`` takes on one line."""
-    return Text.from_markup(markup).cell_len
-
-
-def _longest_word(markup: str) -> int:
-    """The cells of the longest word of a header, the least a column may give it."""
-    return max((cell_len(word) for word in Text.from_markup(markup).plain.split()), default=1)
-
-
-def fill_widths(floors: Sequence[int], wants: Sequence[int], room: int) -> list[int]:
-    """Widths of columns that each need ``floors[i]`` and want ``wants[i]`` at most, sharing
-    ``room``: each its floor, then the rest given one cell at a time to the narrowest column
-    still short of what it wants (so that a long URL does not take every cell from a short
-    error)."""
-    widths = list(floors)
-    left = room - sum(widths)
-    while left > 0:
-        short = [i for i, w in enumerate(widths) if w < wants[i]]
-        if not short:
-            break
-        widths[min(short, key=lambda i: widths[i])] += 1
-        left -= 1
-    return widths
-
-
-def when_text(stamp: float | None, layout: str = "%Y-%m-%d %H:%M") -> str:
-    """``stamp`` (POSIX seconds) in local time as ``layout`` has it; ``-`` for none."""
-    if stamp is None:
-        return "-"
-    return time.strftime(layout, time.localtime(stamp))
-
-
-def _quota(value: str | None, option: str, parse: Any) -> Any:
-    """``None`` for an option not given; ``"none"`` for one given as ``none`` (no quota);
-    else the parsed value (a :class:`SpecError` naming the option becomes exit 2). An empty
-    value is refused: it removed the quota, so a script's unset variable (``--quota-gpus
-    "$GPUS"``) lifted a project's or user's limit without a word."""
-    if value is None:
-        return None
-    if not value.strip():
-        raise common.fail(
-            SpecError(
-                option,
-                "is empty: give a number (e.g. 8 or 640GiB), or 'none' to remove the quota",
-            )
-        )
-    if value.strip().lower() in _NONE:
-        return "none"
-    try:
-        return parse(value.strip())
-    except SpecError as exc:  # it names the option itself (parse_bytes): not twice
-        raise common.fail(exc if exc.field == option else f"{option}: {exc}") from None
-    except ValueError as exc:
-        raise common.fail(f"{option}: {exc}") from None
-
-
-def _gpus(value: str) -> float:
-    """``--quota-gpus``: a number of GPUs, 0 or more (a share of one GPU counts its part),
-    written plainly (:func:`~danlu.core.values.plain_float`): ``float`` also read ``1_6``
-    as 16 and other scripts' digits, so a typo set another quota without a word."""
-    try:
-        gpus = plain_float(value)
-    except ValueError:  # float's own message ("could not convert string...") says no fix
-        gpus = math.nan
-    if not gpus >= 0 or gpus == math.inf:
-        raise ValueError(f"give a number of GPUs >= 0 (e.g. 8 or 0.5) or 'none', not {value!r}")
-    return gpus
-
-
-def _memory(value: str) -> int:
-    return parse_bytes(value, "--quota-memory")
-
-
-def _gpus_or_dash(value: Any) -> str:
-    return "-" if value is None else f"{float(value):.2f}"
-
-
-def _members(value: str | None) -> list[str] | None:
-    """``--members``: None when not given, [] for ``all``, else the names. ``none`` (or
-    nothing) is refused: it would read as "nobody", yet an empty list opens the project to
-    every user."""
-    if value is None:
-        return None
-    if value.strip().lower() in ("all", "everyone"):
-        return []
-    names = [name.strip() for name in value.split(",") if name.strip()]
-    if not names or value.strip().lower() == "none":
-        raise common.fail(
-            SpecError(
-                "--members",
-                f"{value!r} names no user: give the users who may submit, comma-separated "
-                "(admins always may), or 'all' to open the project to every user",
-            )
-        )
-    return names
-
-
-def _share(data: dict[str, Any]) -> str:
-    share = data.get("share")
-    return f"{1.0 if share is None else float(share):g}"
-
-
-UNKNOWN_MEMBERS = "?"
-"""A project's members shown when its reply holds none: the API always sends them (``[]``:
-every user), so one without them (left out as of the wrong type, :mod:`danlu.cli.reply_fields`)
-is not known to be open to all."""
-
-
-def _members_text(data: dict[str, Any]) -> str:
-    """Who may submit to the project ``data``: its members' names, ``all`` for none listed,
-    :data:`UNKNOWN_MEMBERS` when the reply holds no ``members``."""
-    if "members" not in data:
-        return UNKNOWN_MEMBERS
-    listed = data["members"] or []
-    return ", ".join(as_text(name) for name in listed) if listed else "all"
-
-
-def _project_line(data: dict[str, Any]) -> str:
-    gpus = data.get("quota_gpus")
-    memory = data.get("quota_gpu_memory")
-    quota_gpus = "no GPU quota" if gpus is None else f"at most {gpu_count(gpus)}"
-    quota_memory = "no memory quota" if memory is None else f"at most {format_bytes(memory)}"
-    return (
-        f"project [bold]{as_text(data.get('name'))}[/bold]: priority "
-        f"{as_text(data.get('priority'))}, {quota_gpus}, {quota_memory}, share {_share(data)}, "
-        f"members: {_members_text(data)}"
-    )
-
-
-@project_app.command("ls")
-def project_ls(
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-) -> None:
-    """List the projects with their priorities, quotas and fair-share weights, the GPUs
-    they hold and their recent usage (when the policy keeps a history)."""
-    data = common.ask(home, url, token, lambda c: c.projects())
-    show_data(data, json_out, _projects_table, PROJECT)
-
-
-def _projects_table(projects: list[dict[str, Any]]) -> TitledTable:
-    rows = [
-        (
-            as_text(row.get("name")),
-            as_text(row.get("priority")),
-            "-" if row.get("quota_gpus") is None else f"{row['quota_gpus']:g}",
-            "-" if row.get("quota_gpu_memory") is None else format_bytes(row["quota_gpu_memory"]),
-            _share(row),
-            _gpus_or_dash(row.get("gpus_held")),
-            _gpus_or_dash(row.get("recent_gpus")),
-            _members_text(row),
-        )
-        for row in projects
-    ]
-    columns = (
-        "project",
-        "priority",
-        "GPU quota",
-        "GPU memory quota",
-        "share",
-        "GPUs held",
-        "recent GPUs",
-        "members",
-    )
-    return titled_table("projects", columns, rows, numbers=columns[1:7])
-
-
-@project_app.command("add")
-def project_add(
-    name: ProjectArg,
-    priority: PriorityOpt = None,
-    quota_gpus: QuotaGpusOpt = None,
-    quota_memory: QuotaMemoryOpt = None,
-    share: ShareOpt = None,
-    members: MembersOpt = None,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-) -> None:
-    """Create a project (admin); jobs name it in their spec's `project` (with --members,
-    only those users' jobs, and admins')."""
-    gpus = _quota(quota_gpus, "--quota-gpus", _gpus)
-    memory = _quota(quota_memory, "--quota-memory", _memory)
-    data = common.ask(
-        home,
-        url,
-        token,
-        lambda c: c.create_project(
-            name,
-            priority or 0,
-            None if gpus == "none" else gpus,
-            None if memory == "none" else memory,
-            1.0 if share is None else share,
-            _members(members) or [],
-        ),
-    )
-    show_data(data, json_out, _project_line, PROJECT)
-    _print_notes(data, json_out)
-
-
-@project_app.command("set")
-def project_set(
-    name: ProjectArg,
-    priority: PriorityOpt = None,
-    quota_gpus: QuotaGpusOpt = None,
-    quota_memory: QuotaMemoryOpt = None,
-    share: ShareOpt = None,
-    members: MembersOpt = None,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-) -> None:
-    """Change a project's priority, quotas, fair-share weight or members (admin); options
-    left out stay as they are, a quota given as 'none' is removed, and --members replaces
-    the list ('all': open to every user)."""
-    fields: dict[str, Any] = {}
-    listed = _members(members)
-    if listed is not None:
-        fields["members"] = listed
-    if priority is not None:
-        fields["priority"] = priority
-    if share is not None:
-        fields["share"] = share
-    for key, given in (
-        ("quota_gpus", _quota(quota_gpus, "--quota-gpus", _gpus)),
-        ("quota_gpu_memory", _quota(quota_memory, "--quota-memory", _memory)),
-    ):
-        if given is not None:
-            fields[key] = None if given == "none" else given
-    if not fields:
-        raise common.fail(
-            "nothing to change: give --priority, --quota-gpus, --quota-memory, --share or --members"
-        )
-    data = common.ask(home, url, token, lambda c: c.update_project(name, **fields))
-    show_data(data, json_out, _project_line, PROJECT)
-    _print_notes(data, json_out)
-
-
-def _print_notes(data: Any, json_out: bool) -> None:
-    """The reply's ``notes`` (a project's ``share`` under a policy that does not weigh it)
-    as ``note:`` lines after its line, as a submission's; in ``--json`` they are a field."""
-    if not json_out and isinstance(data, dict):
-        for line in note_lines(data.get("notes") or []):
-            common.console.print(line, highlight=False)
 
 
 def register(app: typer.Typer) -> None:

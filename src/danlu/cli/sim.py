@@ -92,7 +92,8 @@ from danlu.sim.config import SimConfig
 from danlu.sim.engine import Simulator
 from danlu.sim.metrics import SimResult, json_summary
 from danlu.sim.setting_types import option_refusal
-from danlu.sim.workload import Workload, load_workload, synthetic_workload
+from danlu.sim.workload import load_workload, synthetic_workload
+from danlu.sim.workload_jobs import Workload
 
 __all__ = [  # importable from here as before the flags and checks had modules of their own
     "DEFAULT_TRACES",

@@ -17,7 +17,7 @@ from danlu.core.errors import ConfigError
 from danlu.core.values import plain_float
 from danlu.sched.quota import Quota, Quotas
 from danlu.sim.config import SimConfig
-from danlu.sim.workload import Workload
+from danlu.sim.workload_jobs import Workload
 
 MOST_NAMES_SHOWN = 20
 """An error lists at most this many of the workload's names (and says how many it has)."""

@@ -13,8 +13,8 @@ from rich.table import Table
 from danlu.cli.markup import as_text
 from danlu.sim.metrics import SimResult
 from danlu.sim.plan import SECONDS_METRICS, Target, Trial
-from danlu.sim.workload import Workload
 from danlu.sim.workload_columns import PLAIN_COLUMNS
+from danlu.sim.workload_jobs import Workload
 
 
 def format_value(value: float, kind: str) -> str:

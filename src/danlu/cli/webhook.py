@@ -12,7 +12,6 @@ from typing import Annotated, Any
 import typer
 
 from danlu.cli import jobs as common
-from danlu.cli.admin import TitledTable, show_data, titled_table, when_text
 from danlu.cli.markup import as_text
 from danlu.cli.options import (
     HomeOpt,
@@ -25,6 +24,8 @@ from danlu.cli.options import (
 )
 from danlu.cli.output import stdout_written
 from danlu.cli.reply_fields import DELIVERY, WEBHOOK
+from danlu.cli.reply_views import show_data, when_text
+from danlu.cli.titled_table import TitledTable, titled_table
 from danlu.core.errors import SpecError
 from danlu.core.values import visible
 

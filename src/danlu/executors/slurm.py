@@ -97,8 +97,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from danlu.core.cluster import GPU_TYPES, Cluster, GpuType, Node, listed_gpu_type
-from danlu.core.errors import UnknownNameError
+from danlu.core.cluster import GPU_TYPES, Cluster, GpuType
 from danlu.executors import (
     records,
     slurm_exits,
@@ -114,13 +113,10 @@ from danlu.executors.base import (
     Handle,
     HeldGpus,
     JobLaunch,
-    MultiNodeExecutor,
-    RunState,
     StopReason,
     job_environment,
     master_port,
     node_devices,
-    refreshed_cluster,
     validate_job_id,
 )
 from danlu.executors.errors import (
@@ -128,7 +124,7 @@ from danlu.executors.errors import (
     NodeLaunchError,
 )
 from danlu.executors.records import save_launch
-from danlu.executors.rundirs import DEFAULT_PREEMPT_GRACE, RunDirExecutor
+from danlu.executors.rundirs import DEFAULT_PREEMPT_GRACE
 from danlu.executors.slurm_batch import BATCH as BATCH
 from danlu.executors.slurm_batch import TASK_SCRIPT as TASK_SCRIPT
 from danlu.executors.slurm_batch import (
@@ -137,11 +133,11 @@ from danlu.executors.slurm_batch import (
     refused,
     sbatch_options,
     unsent,
-    unsubmitted,
 )
 from danlu.executors.slurm_batch import slurm_pattern as slurm_pattern
-from danlu.executors.slurm_exits import node_exits
+from danlu.executors.slurm_inventory import SlurmInventory
 from danlu.executors.slurm_names import run_name
+from danlu.executors.slurm_polls import SlurmPolls
 from danlu.executors.slurm_stops import KILL_BATCH_AFTER as KILL_BATCH_AFTER
 from danlu.executors.slurmctl import (
     SbatchUnreadError,
@@ -150,14 +146,10 @@ from danlu.executors.slurmctl import (
     SlurmJob,
     SlurmNode,
     SlurmUnavailableError,
-    node_closed,
 )
 
 log = logging.getLogger(__name__)
 
-START_TIMEOUT = 30.0
-"""Seconds a launch record may stand without a Slurm job id before the run counts as lost
-(another instance may be submitting it)."""
 PENDING_LIMIT = 300.0
 """Seconds a run may stay ``PENDING`` in Slurm after its submission before the executor
 gives it up (cancels it; it ends as a failed launch): danlu chose its nodes as free, so
@@ -195,7 +187,7 @@ LAUNCH_FIELDS = _launch_fields()
 """The Slurm executor's launch record: the local one's, its Slurm job id and node names."""
 
 
-class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
+class SlurmExecutor(SlurmPolls, SlurmInventory, GpuSharingExecutor):
     """Runs each job as a Slurm batch job on the nodes danlu placed it on.
 
     ``commands`` runs Slurm's client commands (with the cluster's ``SLURM_CONF``);
@@ -262,68 +254,6 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         self._node_states_at = -float("inf")
 
     # -- capabilities -------------------------------------------------------------------------
-
-    def inventory(self) -> Cluster:
-        """The partition's nodes and their GPUs (``Gres=gpu:...``), as Slurm listed them
-        first or at the last :meth:`refresh_inventory`."""
-        if self._cluster is None:
-            self._cluster = self._read_inventory()
-        return self._cluster
-
-    def refresh_inventory(self) -> Cluster:
-        """The partition's nodes read from Slurm again: nodes added to or taken out of the
-        partition (``scontrol update PartitionName=...``), or given other GPUs. A node Slurm
-        reports down or drained stays (:meth:`closed_nodes` names it, and a launch there
-        fails as the node's fault); a partition listed with no nodes is refused, keeping the
-        inventory as it was (an :class:`ExecutorError`)."""
-        self._cluster = self._read_inventory()
-        return self._cluster
-
-    def _read_inventory(self) -> Cluster:
-        nodes = partition_nodes(self._commands, self._partition)
-        cluster = refreshed_cluster(self._cluster, [self._node(n) for n in nodes], "slurm")
-        partition = self._commands.partition_state(self._partition) if self._partition else ""
-        self._nodes, self._partition_state = nodes, partition
-        # what the launches' node check reads, fresh now (see _check_nodes)
-        self._node_states = {n.name: n.state for n in nodes}
-        self._node_states_at = self._clock()
-        return cluster
-
-    def closed_nodes(self) -> dict[str, str]:
-        """The partition's nodes Slurm reports down, drained, failing or not responding (as
-        read at the last inventory reading; :func:`~danlu.executors.slurmctl.node_closed`),
-        with Slurm's state and reason; and all of them while Slurm reports the partition
-        itself other than ``UP`` (``scontrol update PartitionName=gpu State=DOWN``, as an
-        admin does before a maintenance: Slurm starts none of its jobs, or with ``DRAIN``
-        and ``INACTIVE`` takes none), where a run placed would wait until the pending limit
-        failed it, or be refused. A node Slurm's power saving powered off
-        (``IDLE+POWERED_DOWN``) is open: the controller boots it for a job given to it."""
-        closed: dict[str, str] = {}
-        shut = self._partition_state not in ("", "UP")
-        held = (
-            f"Slurm reports partition {self._partition} {self._partition_state}: no run "
-            f"starts there until scontrol update PartitionName={self._partition} State=UP"
-        )
-        for node in self._nodes or ():
-            if node_closed(node.state):
-                why = f": {node.reason}" if node.reason else ""
-                closed[node.name] = f"Slurm reports it {node.state}{why}"
-                if shut:
-                    closed[node.name] += f"; {held}"
-            elif shut:
-                closed[node.name] = held
-        return closed
-
-    def _node(self, node: SlurmNode) -> Node:
-        kind = self._gpu_type
-        if node.gpu_type is not None:
-            with contextlib.suppress(UnknownNameError):
-                kind = listed_gpu_type(node.gpu_type, self._gpu_type)
-        return Node(node.name, node.gpus, kind, cpu_milli=node.cpus * 1000, memory=node.memory)
-
-    def max_nodes_per_job(self) -> int:
-        """Every node of the partition."""
-        return len(self.inventory().nodes)
 
     def max_jobs_per_gpu(self) -> int:
         """The most jobs that may share one GPU (a constructor setting)."""
@@ -460,8 +390,8 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         can read (:class:`SbatchUnreadError`), and the job is in Slurm. The run is kept
         instead, tracked by its job name: the job Slurm lists under it, now or at a later
         poll, is the run's (:meth:`_slurm_id`); one that Slurm does not list within
-        :data:`START_TIMEOUT` seconds of the failure was not submitted, and the run ends
-        re-queued (:meth:`_status`)."""
+        :data:`~danlu.executors.slurm_polls.START_TIMEOUT` seconds of the failure was not
+        submitted, and the run ends re-queued (:meth:`_status`)."""
         log.warning("sbatch of job %s failed, tracked by its name: %s", job.job_id, exc)
         record["sbatch_failed_at"] = self._clock()
         record["sbatch_error"] = str(exc)
@@ -470,27 +400,6 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         with contextlib.suppress(SlurmError):  # still unanswered: looked up at the polls
             self._slurm_id(run_dir, record)
         return Handle(job.job_id, job.run_attempt)
-
-    def _check_nodes(self, names: Sequence[str]) -> None:
-        """Raise :class:`NodeLaunchError` when Slurm reports one of ``names`` unusable, or
-        no longer in the partition (taken out since the inventory was last read)."""
-        if not names:
-            return
-        now = self._clock()
-        if now - self._node_states_at >= self._poll_interval:
-            try:
-                listed = self._commands.nodes(self._partition)
-                self._node_states = {n.name: n.state for n in listed}
-            except SlurmError as exc:
-                raise SlurmUnavailableError(f"cannot read the nodes' states: {exc}") from exc
-            self._node_states_at = now
-        for name in names:
-            state = self._node_states.get(name)
-            if state is None:
-                where = f"partition {self._partition}" if self._partition else "Slurm's nodes"
-                raise NodeLaunchError(f"node {name} is no longer in {where}", nodes=(name,))
-            if node_closed(state):
-                raise NodeLaunchError(f"Slurm reports node {name} as {state}", nodes=(name,))
 
     def discard(self, job_id: str) -> None:
         """Delete the run records, this executor's log and the working directory
@@ -528,169 +437,6 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         readable launch record (:func:`~danlu.executors.slurm_names.unread_gpus`)."""
         return slurm_names.unread_gpus(self._commands, self.inventory, run_dir)
 
-    def _slurm_id(self, run_dir: Path, launch: dict[str, Any]) -> int | None:
-        """The run's Slurm job id; looked up by name when the launch record lacks it (a
-        control plane stopped between ``sbatch`` and writing the id, an ``sbatch`` that timed
-        out: :meth:`_unconfirmed`). Of several jobs of that name the first that Slurm may
-        still run is the run's, and the others are cancelled (the run is one Slurm job)."""
-        if "slurm_id" in launch:
-            return int(launch["slurm_id"])
-        found = sorted(self._commands.find(run_name(launch["job_id"], launch["attempt"])))
-        if not found:
-            return None
-        kept = found[-1]
-        if len(found) > 1:
-            live = [i for i, job in sorted(self._commands.jobs(found).items()) if job.running]
-            kept = live[0] if live else kept
-            for extra in live[1:]:
-                log.warning("cancelling Slurm job %s, a duplicate of job %s", extra, kept)
-                self._commands.cancel(extra)
-        launch["slurm_id"] = kept
-        save_launch(run_dir, launch)
-        return kept
-
-    def _run_state(
-        self, run_dir: Path, launch: dict[str, Any]
-    ) -> tuple[int | None, SlurmJob | None]:
-        """The run's Slurm job id (:meth:`_slurm_id`) and Slurm's state of it, checked to be
-        the job of the run's name (``danlu.JOB_ID.ATTEMPT``) and of danlu's account
-        (:meth:`SlurmCommands.owns`): an id in the launch record that Slurm lists under
-        another name or user is no longer (a job Slurm forgot leaves its id to later jobs)
-        or never was (the job rewrote its record) this run's, and polls, stops and clean-up
-        would act on that other job. The run's job is then looked up by
-        its name (and its id recorded); none found, Slurm has forgotten it (state None,
-        the id kept for the messages; nothing is signalled by it)."""
-        slurm_id = self._slurm_id(run_dir, launch)
-        if slurm_id is None:
-            return None, None
-        state = self._slurm_state(slurm_id)
-        name = run_name(launch["job_id"], launch["attempt"])
-        if state is None or self._of_run(state, name):
-            return slurm_id, state
-        log.warning(
-            "Slurm job %s of the launch record of job %s is named %r, of user %s, not %s of "
-            "user %s: not its run's; looking its run up by name",
-            slurm_id,
-            launch["job_id"],
-            state.name,
-            state.user or state.uid,
-            name,
-            self._commands.user,
-        )
-        del launch["slurm_id"]
-        found = self._slurm_id(run_dir, launch)
-        if found is None:
-            launch["slurm_id"] = slurm_id
-            return slurm_id, None
-        return found, self._slurm_state(found)
-
-    def _of_run(self, job: SlurmJob, name: str) -> bool:
-        """Whether Slurm's ``job`` is the job of the run named ``name``
-        (``danlu.JOB_ID.ATTEMPT``): of that name (or of none read) and of danlu's account
-        (:meth:`SlurmCommands.owns`)."""
-        return job.name in (None, name) and self._commands.owns(job)
-
-    def _slurm_state(self, slurm_id: int) -> SlurmJob | None:
-        """Slurm's state of ``slurm_id``; every live run is asked in one ``squeue`` call,
-        at most once per ``poll_interval``."""
-        now = self._clock()
-        if now - self._states_at >= self._poll_interval or slurm_id not in self._states:
-            ids = {slurm_id, *(s.job_id for s in self._states.values() if s.running)}
-            self._states = self._commands.jobs(ids)
-            self._states_at = now
-        return self._states.get(slurm_id)
-
-    def _status(self, run_dir: Path, launch: dict[str, Any]) -> ExecStatus:
-        stop = records.read_stop(run_dir)
-        reason = StopReason(stop["reason"]) if "reason" in stop else None
-        recorded = self._recorded(run_dir, reason)
-        if recorded is not None:
-            return recorded
-        slurm_id, state = self._run_state(run_dir, launch)
-        if slurm_id is None:
-            since = launch.get("sbatch_failed_at", launch["launched_at"])
-            if self._clock() - since < START_TIMEOUT:
-                return ExecStatus(RunState.RUNNING, stop_reason=reason)
-            return self._record(run_dir, unsubmitted(launch, reason), reason)
-        if state is not None and state.running:
-            pending = slurm_waiting.waiting(state)  # not running: PENDING, or held
-            started = slurm_exits.note_start(launch, state)  # before note_wait ends the wait
-            if slurm_waiting.note_wait(launch, state, self._clock()) or started:
-                save_launch(run_dir, launch)  # else the wait's count restarts at each poll
-            slurm_stops.note_suspension(run_dir, launch, state, self._clock())
-            if reason is None and pending:
-                return self._pending(run_dir, launch, slurm_id, state)
-            if reason is None and state.state == "RUNNING" and "gang_stopped_at" not in launch:
-                grace = self._stop_grace(launch, self._preempt_grace)
-                slurm_stops.gang_stop(
-                    self._commands, run_dir, launch, slurm_id, grace, self._clock()
-                )
-            refused = slurm_stops.enforce_stop(
-                self._commands,
-                run_dir,
-                launch,
-                slurm_id,
-                state,
-                stop or slurm_stops.gang_stop_request(launch),
-                self._clock(),
-            )
-            return ExecStatus(
-                RunState.RUNNING,
-                stop_reason=reason,
-                started_at=None if pending else state.started_at or launch.get("launched_at"),
-                message=_state_message(slurm_id, state) + refused,
-            )
-        full = self._commands.job(slurm_id) if state is not None else None
-        name = run_name(launch["job_id"], launch["attempt"])
-        if full is not None and not self._of_run(full, name):
-            # forgotten since squeue listed it, its id another job's: not the run's result
-            who = f"{full.name!r} of user {full.user or full.uid}"
-            log.warning("Slurm job %s is %s, not run %s: forgotten by Slurm", slurm_id, who, name)
-            full = None
-        result = slurm_exits.run_result(
-            run_dir,
-            launch,
-            slurm_id,
-            full,
-            reason,
-            now=self._clock(),
-            log_tail=lambda: self._log_tail(run_dir, launch),
-            log_dir=self._log_dir,
-        )
-        return self._record(run_dir, result, reason)
-
-    def _pending(
-        self, run_dir: Path, launch: dict[str, Any], slurm_id: int, state: SlurmJob
-    ) -> ExecStatus:
-        """The status of a run Slurm keeps waiting (``PENDING``, or held after a requeue),
-        no stop asked for: running, with no start time and Slurm's state and reason in its
-        message. Once it has waited ``pending_limit`` seconds (since its submission, since it
-        was first seen held, or ``PENDING`` again after it ran:
-        :mod:`~danlu.executors.slurm_waiting`) it is cancelled (again at each poll until Slurm
-        reports it ended; an unreachable controller raises, a cancel Slurm refuses is noted
-        in the message, and either is asked again at the next poll), and its
-        result is a failed launch (:func:`~danlu.executors.slurm_exits.run_result`); but one
-        whose nodes recorded exits, never seen running, ran and was requeued: its wait counts
-        from now."""
-        message = _state_message(slurm_id, state)
-        now, limit = self._clock(), self._pending_limit
-        if limit is None or not slurm_waiting.over_limit(launch, limit, now):
-            return ExecStatus(RunState.RUNNING, message=message)
-        ran = "gave_up_at" not in launch and bool(node_exits(run_dir, launch))
-        if ran and slurm_waiting.note_unseen_run(launch, state, now):
-            save_launch(run_dir, launch)  # else given up at the next poll
-            return ExecStatus(RunState.RUNNING, message=message)
-        if slurm_waiting.give_up(launch, state, limit, now):
-            save_launch(run_dir, launch)  # its result then names no reason
-        message += slurm_waiting.given_up_note(launch, state, limit)
-        try:
-            self._commands.cancel(slurm_id)
-        except SlurmUnavailableError:
-            raise
-        except SlurmError as exc:  # refused: raised, every poll of the run failed
-            message += slurm_stops.refused(slurm_id, exc)
-        return ExecStatus(RunState.RUNNING, message=message)
-
     def _signal(
         self,
         handle: Handle,
@@ -723,25 +469,6 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             slurm_stops.term_due(run_dir, launch)
             if state.state != slurm_stops.SUSPENDED:  # else sent at the polls (refused now)
                 slurm_stops.send_term(self._commands, run_dir, launch, slurm_id, now)
-
-
-def partition_nodes(commands: SlurmCommands, partition: str | None) -> list[SlurmNode]:
-    """The nodes of ``partition`` (None: every node) as Slurm lists them, with no executor
-    made (``danlu server`` asks before it makes its home: :func:`danlu.server.main.prepare`).
-    Raises :class:`SlurmUnavailableError` when Slurm's controller cannot be reached, and
-    :class:`ExecutorError` when Slurm lists no nodes there or no such partition."""
-    nodes = commands.nodes(partition)
-    if not nodes:
-        raise ExecutorError("Slurm lists no nodes; check SLURM_CONF and the partition")
-    return nodes
-
-
-def _state_message(slurm_id: int, state: SlurmJob) -> str:
-    """``Slurm job N STATE``, with Slurm's reason when it gives one (why it is pending); a
-    state danlu does not know (:attr:`SlurmJob.known`) is named as such, taken as running."""
-    reason = slurm_waiting.given_reason(state.reason)
-    what = state.state if state.known else f"in unknown state {state.state!r}, taken as running"
-    return f"Slurm job {slurm_id} {what}" + (f" ({reason})" if reason else "")
 
 
 def _public(env: Mapping[str, str]) -> dict[str, str]:

@@ -29,7 +29,7 @@ from danlu.config import Settings, check_executor_settings, job_base_env
 from danlu.core.errors import ConfigError
 from danlu.devices import Inventory, fake_inventory, inventory_from_cluster
 from danlu.executors import Executor, ExecutorError
-from danlu.executors.slurm import partition_nodes
+from danlu.executors.slurm_inventory import partition_nodes
 from danlu.executors.slurmctl import SlurmCommands
 from danlu.server.app import build_cluster_executor, build_executor, create_app, is_full
 from danlu.server.db import Database, upgrade_database

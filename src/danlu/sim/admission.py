@@ -18,7 +18,7 @@ from danlu.sim.config import SimConfig
 from danlu.sim.elastic import ApplicationProfile
 from danlu.sim.progress import ProfiledProgress, Progress, RigidProgress
 from danlu.sim.simjob import SimJob, check_in_profile, model_of
-from danlu.sim.workload import ProfiledWork, Workload, WorkloadJob
+from danlu.sim.workload_jobs import ProfiledWork, Workload, WorkloadJob
 
 
 @dataclass

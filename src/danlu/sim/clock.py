@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from danlu.core.errors import ConfigError
-from danlu.sim.workload import MOST_SECONDS
+from danlu.sim.workload_fields import MOST_SECONDS
 
 
 def tick_after(instant: float, interval: float) -> float:
@@ -14,7 +14,7 @@ def tick_after(instant: float, interval: float) -> float:
     ``instant``, which may itself be off the grid (an event round's or a failure's); always
     after ``instant``. :class:`ConfigError` when floats at ``instant`` are too far apart for
     a step of ``interval`` to reach a later one (the clock would stop there for ever); past
-    :data:`~danlu.sim.workload.MOST_SECONDS` it says the times are not seconds instead."""
+    :data:`~danlu.sim.workload_fields.MOST_SECONDS` it says the times are not seconds instead."""
     tick = (math.floor(instant / interval) + 1) * interval
     if tick > instant:
         return tick

@@ -30,7 +30,7 @@ import numpy as np
 from danlu.core.errors import DanluError, DataError
 from danlu.core.values import plain_float, quoted
 from danlu.sim.csv_rows import bounded_lines, check_no_extra_values, column_names
-from danlu.sim.workload import undecodable_line
+from danlu.sim.workload_rows import undecodable_line
 
 if TYPE_CHECKING:  # scipy.interpolate costs ~0.5 s to import: loaded only when interpolating
     from scipy.interpolate import LinearNDInterpolator

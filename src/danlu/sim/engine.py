@@ -73,7 +73,7 @@ from danlu.sim.sharing import GpuSharers
 from danlu.sim.sim_inputs import check_named_models, check_simulator_inputs
 from danlu.sim.simjob import SimJob, job_record, rejected_records
 from danlu.sim.stuck import StuckRule
-from danlu.sim.workload import Workload, WorkloadJob
+from danlu.sim.workload_jobs import Workload, WorkloadJob
 
 _BY_SEQ = operator.attrgetter("request.seq")
 _SEQ = operator.attrgetter("seq")

@@ -37,7 +37,7 @@ MIN_FAILURE_SECONDS = 1e-3
 """The shortest ``mtbf + repair`` (a unit's mean cycle of failure and repair): with both at
 ``1e-300`` a unit failed and came back at one instant for ever (the simulation hung); from
 a millisecond on, its cycles move the clock on (up to
-:data:`~danlu.sim.workload.MOST_SECONDS`, where floats are 1/8192 s apart), and
+:data:`~danlu.sim.workload_fields.MOST_SECONDS`, where floats are 1/8192 s apart), and
 :class:`StallWatch` stops a run whose failures come too fast for progress."""
 
 

@@ -42,13 +42,8 @@ from danlu.sim.csv_rows import (
     column_names,
 )
 from danlu.sim.setting_types import check_instance, check_real, check_whole, option_refusal
-from danlu.sim.workload import (
-    MAX_CPU_MILLI,
-    MAX_MEMORY_MIB,
-    repeated_columns,
-    repeated_message,
-    undecodable_line,
-)
+from danlu.sim.workload_fields import MAX_CPU_MILLI, MAX_MEMORY_MIB
+from danlu.sim.workload_rows import repeated_columns, repeated_message, undecodable_line
 
 WINDOW_PCT = 0.5
 """Half-width (percent of capacity) of the arrived-demand window that is averaged."""

@@ -22,7 +22,7 @@ from danlu.sim.elastic import ApplicationProfile
 from danlu.sim.interference import Interference
 from danlu.sim.setting_types import check_real
 from danlu.sim.simjob import model_of
-from danlu.sim.workload import ProfiledWork, RigidWork, Workload, WorkloadJob
+from danlu.sim.workload_jobs import ProfiledWork, RigidWork, Workload, WorkloadJob
 
 
 def _got(value: Any) -> str:

@@ -13,7 +13,7 @@ from danlu.sched.view import JobRequest, JobStatus
 from danlu.sim.elastic import ApplicationProfile
 from danlu.sim.metrics import FINISHED, REJECTED, JobRecord
 from danlu.sim.progress import Progress
-from danlu.sim.workload import ProfiledWork, RigidWork, Workload, WorkloadJob
+from danlu.sim.workload_jobs import ProfiledWork, RigidWork, Workload, WorkloadJob
 
 
 @dataclass(eq=False, slots=True)

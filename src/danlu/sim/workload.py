@@ -60,82 +60,40 @@ or never-scheduled pods) is refused.
 
 from __future__ import annotations
 
-import codecs
-import contextlib
-import csv
-import dataclasses
-import functools
-import math
 import random
-from collections import Counter
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from danlu.core.cluster import MILLI_PER_GPU
-from danlu.core.errors import ConfigError, DataError, SpecError
-from danlu.core.spec import MAX_BATCH, MAX_GPUS, MAX_PRIORITY, MODEL_FAMILIES, parse_spec
-from danlu.core.units import MiB
-from danlu.core.values import plain_float
+from danlu.core.errors import ConfigError, DataError
 from danlu.sched.view import JobRequest
-from danlu.sim.csv_rows import NODE_COLUMNS, bounded_lines, check_no_extra_values, column_names
+from danlu.sim.csv_rows import NODE_COLUMNS
+from danlu.sim.plain_workload import plain_jobs
 from danlu.sim.setting_types import check_real, check_whole
-from danlu.sim.workload_columns import nearest_format, refuse_duration_text, unread_plain_columns
+from danlu.sim.trace_workloads import LeftOut, openb_jobs, philly_jobs, pollux_jobs
+from danlu.sim.workload_columns import nearest_format, unread_plain_columns
+from danlu.sim.workload_fields import MOST_SECONDS, JobNames
+from danlu.sim.workload_jobs import (
+    ProfiledWork,
+    RigidWork,
+    Work,
+    Workload,
+    WorkloadJob,
+    in_submission_order,
+)
+from danlu.sim.workload_rows import Rows, workload_rows
 
-
-@dataclass(frozen=True, slots=True)
-class RigidWork:
-    """A job that needs ``duration`` seconds of running on its requested GPUs."""
-
-    duration: float
-    model: str = ""
-    """The model it trains, as the simulator's interference data names it (e.g. Gavel's
-    ``"ResNet-18 (batch size 64)"``); empty: only its family is known. The scheduler never
-    sees it."""
-
-
-@dataclass(frozen=True, slots=True)
-class ProfiledWork:
-    """A job of a profiled application trained at a fixed global ``batch_size``."""
-
-    application: str
-    batch_size: int
-
-
-Work = RigidWork | ProfiledWork
-
-
-@dataclass(frozen=True, slots=True)
-class WorkloadJob:
-    """One job of a workload: what the scheduler sees and what the simulator runs."""
-
-    request: JobRequest
-    work: Work
-    time_limit: float | None = None
-    """Seconds it may hold GPUs over all its runs; reached, it is cancelled (None: never)."""
-
-
-@dataclass(frozen=True)
-class Workload:
-    """A named list of jobs sorted by submission."""
-
-    name: str
-    format: str
-    jobs: tuple[WorkloadJob, ...]
-    never_scheduled: tuple[str, ...] = ()
-    """The GPU pods of an openb list that the trace never scheduled (``pod_phase`` Pending,
-    no ``scheduled_time``), in file order: left out of :attr:`jobs`, having no known
-    running time."""
-    no_gpu: tuple[str, ...] = ()
-    """The jobs that ask for no GPU (an openb list's CPU-only pods, by name; a Philly
-    trace's ``num_gpus`` 0 jobs, by the ``philly-N`` name of their row), in file order:
-    left out of :attr:`jobs`, as they are no part of a GPU schedule."""
-    unread_columns: tuple[str, ...] = ()
-    """The columns of a plain (``danlu`` format) file that the format does not read
-    (:func:`~danlu.sim.workload_columns.unread_plain_columns`), in header order: they
-    change nothing, and ``danlu sim`` says so."""
+__all__ = [
+    "FORMATS",
+    "MOST_SYNTHETIC_JOBS",
+    "ProfiledWork",
+    "RigidWork",
+    "Work",
+    "Workload",
+    "WorkloadJob",
+    "detect_format",
+    "in_submission_order",
+    "load_workload",
+    "synthetic_workload",
+]
 
 
 FORMATS: dict[str, frozenset[str]] = {
@@ -195,461 +153,39 @@ def _other_separator(line: str) -> str:
     return next((called for sep, called in _OTHER_SEPARATORS.items() if sep in line), "")
 
 
-def repeated_columns(header: Sequence[str]) -> list[str]:
-    """The column names a CSV header has more than once (empty ones aside), in order."""
-    counts = Counter(name for name in header if name)
-    return [name for name, n in counts.items() if n > 1]
-
-
-def repeated_message(path: Path, repeated: Sequence[str]) -> str:
-    """The error for a header with ``repeated`` columns: a row would keep only one."""
-    names = ", ".join(repr(name) for name in repeated)
-    return (
-        f"{path}, line 1: column(s) {names} appear more than once in the header; "
-        "keep one of each (a row would silently keep only one of the values)"
-    )
-
-
-WORKLOAD_FLAG = "--workload"
-"""The ``danlu sim`` option that gives a workload file, named in the errors of
-:func:`load_workload` (its only caller in the CLI)."""
-
-
-@contextlib.contextmanager
-def _rows(path: Path) -> Iterator[tuple[list[str], Iterator[tuple[int, dict[str, str]]]]]:
-    """Open ``path`` for as long as the ``with`` block lasts, giving the header's column
-    names and the rows, each with the line of the file it starts on (blank lines are
-    skipped but counted; a row with a quoted field that spans lines is reported where it
-    starts), names and fields stripped of spaces (``name, submit_time``); a UTF-8
-    byte-order mark is skipped. As :class:`csv.DictReader`, a field missing at the end of a
-    short row is None; empty fields beyond the header (a spreadsheet's trailing commas) are
-    dropped, and a row with a value beyond it is refused: a field too many before them
-    shifts every value after it into the next column (``j1,0,2,1,3600`` under
-    ``name,submit_time,gpus,duration`` ran for 1 s, its 3600 silently dropped). The file is
-    closed when the block ends, whether the rows were all read or an error stopped it (it
-    used to stay open after an unrecognised header, until garbage collection).
-
-    Raises:
-        DataError: the file cannot be read, is empty, or its header is blank or repeats a
-            column, or a row has a value beyond the header's columns, or a line is longer
-            than :data:`~danlu.sim.csv_rows.MAX_LINE_CHARS` (``/dev/zero`` was read for
-            ever); the message names the file (and the row's line).
-    """
-    try:
-        handle = path.open(newline="", encoding="utf-8-sig")
-    except OSError as exc:
-        # the flag too, as the line-length errors name it: the path alone named no option
-        reason = exc.strerror or exc
-        raise DataError(f"cannot read workload {path} ({WORKLOAD_FLAG}): {reason}") from None
-    with handle:
-        reader = csv.reader(bounded_lines(handle, path, f"a workload ({WORKLOAD_FLAG})"))
-        try:
-            first = next(reader, None)
-        except (UnicodeDecodeError, csv.Error) as exc:
-            raise DataError(_unreadable(path, 1, exc)) from None
-        if not first:
-            example = "name,submit_time,gpus,duration"
-            if first is None:
-                raise DataError(f"{path}: empty file, expected a header line such as {example}")
-            raise DataError(f"{path}, line 1: blank; the first line must be the header ({example})")
-        header = column_names(first)
-        repeated = repeated_columns(header)
-        if repeated:
-            raise DataError(repeated_message(path, repeated))
-
-        def rows() -> Iterator[tuple[int, dict[str, str]]]:
-            start = reader.line_num + 1  # the line the next row starts on
-            try:
-                for fields in reader:
-                    if fields:  # a blank line reads as no fields
-                        extra = fields[len(header) :]
-                        check_no_extra_values(path, start, len(header), extra, _ROW_FIX)
-                        row: dict[str, Any] = dict.fromkeys(header[len(fields) :])  # short: None
-                        row.update(zip(header, (f.strip() for f in fields), strict=False))
-                        yield start, row
-                    start = reader.line_num + 1
-            except (UnicodeDecodeError, csv.Error) as exc:
-                raise DataError(_unreadable(path, start, exc)) from None
-
-        yield header, rows()
-
-
-_ROW_FIX = "quote a value holding a comma, or name every column in the header"
-"""How a workload row with a value beyond its header is written instead."""
-
-
-def _whole_number(
-    row: dict[str, str], column: str, path: Path, line: int, least: int, most: int
-) -> int:
-    """A column holding a whole number from ``least`` to ``most`` (2.5 GPUs used to be read
-    as 2, and ``1e300`` GPUs was taken as asked). A negative or infinite value gets this
-    message too (it was told ``must be >= 0``, and then 0 was refused as below ``least``)."""
-    value = _number(row, column, path, line)
-    if not (math.isfinite(value) and value.is_integer()) or value < least:
-        raise DataError(
-            f"{path}:{line}: column {column!r} must be a whole number >= {least}, got "
-            f"{row[column]!r}"
-        )
-    if value > most:
-        raise DataError(
-            f"{path}:{line}: column {column!r} must be at most {most:,}, got {row[column]!r}"
-        )
-    return int(value)
-
-
-def _unreadable(path: Path, line: int, exc: Exception) -> str:
-    """The message for a workload file that is not UTF-8 CSV text: on ``line``, the line
-    the CSV reader was on, or for a byte that is not UTF-8 the line that byte is on (the
-    reader decodes 8 KiB at a time, ahead of the line it reads)."""
-    if isinstance(exc, UnicodeDecodeError):
-        line = undecodable_line(path) or line
-    return f"{path}:{line}: not a UTF-8 CSV file ({exc}); save the workload as UTF-8 text"
-
-
-def undecodable_line(path: Path) -> int | None:
-    """The line (from 1) of the first byte of ``path`` that is not UTF-8, counting the
-    newlines before it; None if every byte is (or the file cannot be read)."""
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    line = 1
-    try:
-        with path.open("rb") as handle:
-            while chunk := handle.read(1 << 20):
-                pending = len(decoder.getstate()[0])  # bytes of a character cut at the end
-                try:
-                    decoder.decode(chunk)
-                except UnicodeDecodeError as exc:  # its start counts the pending bytes too
-                    return line + chunk[: max(exc.start - pending, 0)].count(b"\n")
-                line += chunk.count(b"\n")
-            decoder.decode(b"", final=True)  # a character cut short by the file's end
-    except UnicodeDecodeError:
-        return line
-    except OSError:
-        return None
-    return None
-
-
-def _num(row: dict[str, str], column: str, path: Path, line: int) -> float:
-    """The number in ``column`` (finite, >= 0), or a :class:`DataError` naming the file,
-    line and column (:func:`_number`)."""
-    value = _number(row, column, path, line)
-    if not math.isfinite(value) or value < 0:
-        raise DataError(f"{path}:{line}: column {column!r} must be >= 0, got {value}")
-    return value
-
-
-def _number(row: dict[str, str], column: str, path: Path, line: int) -> float:
-    """The number in ``column`` (any float, NaN and infinities too), or a
-    :class:`DataError` naming the file, line and column: also for a row too short to reach
-    the column (its field is None, which raised a bare AttributeError)."""
-    if column in row and row[column] is None:
-        lacks = ", ".join(repr(name) for name, value in row.items() if value is None)
-        raise DataError(
-            f"{path}:{line}: column {column!r} is missing: the row has fewer fields than the "
-            f"header (it lacks {lacks}); give every row a value for each column (empty ones "
-            "separated by commas)"
-        )
-    try:
-        value = plain_float(row[column])
-    except (KeyError, TypeError, ValueError):
-        raise DataError(
-            f"{path}:{line}: column {column!r} must be a number (digits 0-9, no '_'), got "
-            f"{row.get(column)!r}"
-        ) from None
-    return value
-
-
-MAX_CPU_MILLI = 1_000_000_000
-"""Most CPU an openb node may have, or a pod ask for: a million cores (the openb lists: 128)."""
-MAX_MEMORY_MIB = 1 << 30
-"""Most host memory an openb node may have, or a pod ask for: 1 PiB (the openb lists: 1 TiB).
-With these bounds every sum over a cluster stays well within 64-bit integers (larger
-values crashed the run with OverflowError)."""
-
-MOST_SECONDS = 1e12
-"""The largest time a plain workload's ``submit_time``, ``duration`` or ``time_limit`` may
-have, in seconds (over 30,000 years; the simulated clock still steps by
-:data:`~danlu.sim.config.MIN_INTERVAL` there): a larger one is in a smaller unit. Epoch
-seconds (about 1.7e9) are within it; epoch milliseconds of any date since 2001 (1e12 and
-more), microseconds and nanoseconds (about 1.7e18) are not."""
-_SMALLER_UNITS = (("milliseconds", 1e3), ("microseconds", 1e6), ("nanoseconds", 1e9))
-
-
-def _seconds(row: dict[str, str], column: str, path: Path, line: int) -> float:
-    """A column of seconds (:func:`_num`) of at most :data:`MOST_SECONDS`; a larger value
-    is refused naming the units it looks like, and so is a duration (``3h``), naming the
-    seconds to write."""
-    refuse_duration_text(row, column, path, line)
-    value = _num(row, column, path, line)
-    if value <= MOST_SECONDS:
-        return value
-    units = [name for name, per_second in _SMALLER_UNITS if value / per_second <= MOST_SECONDS]
-    listed = " or ".join([", ".join(units[:-1]), units[-1]] if len(units) > 1 else units)
-    looks = f"looks like {listed}" if units else "is no time in seconds"
-    raise DataError(
-        f"{path}:{line}: column {column!r} is seconds; {value:g} (over 30,000 years) {looks}: "
-        f"give the times in seconds (at most {MOST_SECONDS:g})"
-    )
-
-
-def _from_first_submission(jobs: list[WorkloadJob]) -> list[WorkloadJob]:
-    """The jobs with their submission times counted from the earliest one (which is then
-    0), as a Philly trace's are: epoch seconds give a timeline from 0, not 55 years on."""
-    origin = min((job.request.submit_time for job in jobs), default=0.0)
-    if not origin:
-        return jobs
-    return [
-        dataclasses.replace(
-            job,
-            request=dataclasses.replace(job.request, submit_time=job.request.submit_time - origin),
-        )
-        for job in jobs
-    ]
-
-
-def _gpu_memory(row: dict[str, str], path: Path, line: int) -> int:
-    """A plain job's ``gpu_memory``: the bytes of its share of each GPU (0 when empty: whole
-    GPUs), read as the control plane reads a spec's ``resources.gpu_memory``
-    (:func:`~danlu.core.spec.parse_spec`): a size with a unit (``16GiB``) or whole bytes of
-    at least 1 MiB (a bare ``16`` is 16 bytes, which the server refuses), no fraction of a
-    byte (``0.5``), and not ``auto`` (estimated from a trace the simulator does not run)."""
-    text = (row.get("gpu_memory") or "").strip()
-    if not text:
-        return 0
-    where = f"{path}:{line}: column 'gpu_memory'"
-    try:
-        memory = _spec_gpu_memory(text)
-    except SpecError as exc:
-        raise DataError(f"{where}: {exc.message}") from None
-    if not isinstance(memory, int):
-        raise DataError(
-            f"{where}: {text!r} is estimated by the control plane from a trace, which the "
-            "simulator does not run; give the share's size, e.g. 16GiB (empty: whole GPUs)"
-        )
-    return memory
-
-
-@functools.lru_cache(maxsize=256)
-def _spec_gpu_memory(text: str) -> int | str | None:
-    """A spec's ``resources.gpu_memory`` of ``text``, or the spec's :class:`SpecError`
-    (remembered by text: a workload repeats a few sizes over thousands of rows)."""
-    return parse_spec(
-        {"name": "workload-job", "resources": {"gpu_memory": text}}
-    ).resources.gpu_memory
-
-
-def _name(row: dict[str, str], path: Path, line: int) -> str:
-    """The job's name: the ``name`` column, which must not be empty (results name jobs by it)."""
-    name = row.get("name") or ""
-    if not name.strip():
-        raise DataError(f"{path}:{line}: column 'name' is empty; give every job a name")
-    return name
-
-
-def _application(row: dict[str, str], path: Path, line: int) -> str:
-    """A pollux job's ``application``: the name of the measured traces it progresses by."""
-    application = (row.get("application") or "").strip()
-    if not application:
-        raise DataError(
-            f"{path}:{line}: column 'application' is empty; give every job the application "
-            "whose measured traces it follows (bert, cifar10, imagenet, ...)"
-        )
-    return application
-
-
-def _openb_milli(row: dict[str, str], gpus: int, path: Path, line: int) -> int:
-    """An openb pod's ``gpu_milli``: a 1-GPU pod's share of the GPU, 1..1000 thousandths;
-    a pod of more GPUs takes them whole (1000, as the FGD experiment's pod lists must
-    give it; empty is taken as whole too). A 2-GPU pod of 500 used to run on whole GPUs
-    silently."""
-    if gpus > 1:
-        text = (row.get("gpu_milli") or "").strip()
-        if text and _num(row, "gpu_milli", path, line) != MILLI_PER_GPU:
-            raise DataError(
-                f"{path}:{line}: column 'gpu_milli' must be {MILLI_PER_GPU} for a {gpus}-GPU "
-                f"pod (it takes whole GPUs; only a 1-GPU pod shares one), got {text!r}"
-            )
-        return MILLI_PER_GPU
-    value = _num(row, "gpu_milli", path, line)
-    if not value.is_integer() or not 0 < value <= MILLI_PER_GPU:
-        raise DataError(
-            f"{path}:{line}: column 'gpu_milli' must be a whole number from 1 to "
-            f"{MILLI_PER_GPU} for a 1-GPU pod (its share of the GPU), got {row['gpu_milli']!r}"
-        )
-    return int(value)
-
-
-def _family(row: dict[str, str], path: Path, line: int) -> str:
-    family = (row.get("family") or "").strip()
-    if family and family not in MODEL_FAMILIES:
-        raise DataError(
-            f"{path}:{line}: column 'family' must be one of {', '.join(MODEL_FAMILIES)} "
-            f"or empty, got {family!r}"
-        )
-    return family
-
-
 def load_workload(path: str | Path) -> Workload:
     """Load a workload CSV of any supported format (recognised from its columns)."""
     p = Path(path)
-    with _rows(p) as (header, rows):
+    with workload_rows(p) as (header, rows):
         return _workload(p, header, rows)
 
 
-def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, str]]]) -> Workload:
-    """The workload of file ``p`` from its ``header`` and ``rows`` (:func:`_rows`)."""
+def _workload(p: Path, header: list[str], rows: Rows) -> Workload:
+    """The workload of file ``p`` from its ``header`` and ``rows``
+    (:func:`~danlu.sim.workload_rows.workload_rows`)."""
     kind = detect_format(header, p)
-    jobs: list[WorkloadJob] = []
-    left_out: dict[str, list[str]] = {"cpu": [], "pending": []}  # openb pods not simulated
-    lines: dict[str, int] = {}  # each job's name, and the line it is on
+    names = JobNames(p)  # each job's name, and the line it is on
+    left_out = LeftOut()  # the trace's jobs not simulated
     unread: tuple[str, ...] = ()  # a plain file's columns the format does not read
-
-    def unique(name: str, line: int) -> None:
-        """Refuse a job name used on an earlier line, naming both lines (the jobs'
-        places among the jobs kept were named, which are not the file's rows when an
-        openb list's CPU-only or never-scheduled pods come before them)."""
-        first = lines.setdefault(name, line)
-        if first != line:
-            raise DataError(
-                f"{p}:{line}: job name {name!r} is used twice (lines {first} and {line}); "
-                "give every job its own name"
-            )
-
     if kind == "pollux":
-        for line, row in rows:
-            replicas = _whole_number(row, "num_replicas", p, line, 1, MAX_GPUS)
-            batch = _whole_number(row, "batch_size", p, line, 1, MAX_BATCH)
-            request = JobRequest(
-                id=_name(row, p, line),
-                submit_time=_seconds(row, "time", p, line),
-                gpus=replicas,
-                seq=len(jobs),
-                batch_size=batch,
-            )
-            work = ProfiledWork(_application(row, p, line), batch)
-            unique(request.id, line)
-            jobs.append(WorkloadJob(request, work))
+        jobs = pollux_jobs(p, rows, names)
     elif kind == "philly":
-        raw: list[tuple[float, float, int, int, str]] = []
-        for index, (line, row) in enumerate(rows):  # jobs are named by their row
-            if not row.get("timestamp"):
-                raise DataError(
-                    f"{p}:{line}: column 'timestamp' is missing or empty; give every job its "
-                    "submission date-time (a row with fewer fields than the header lacks it)"
-                )
-            try:
-                stamp = utc_timestamp(row["timestamp"])
-            except ValueError:
-                raise DataError(
-                    f"{p}:{line}: column 'timestamp' must be an ISO date-time, "
-                    f"got {row['timestamp']!r}; write it as 2017-10-09 07:01:55 (UTC unless "
-                    "it has an offset), or give seconds in the danlu format's submit_time"
-                ) from None
-            gpus = _whole_number(row, "num_gpus", p, line, 0, MAX_GPUS)
-            team = (row.get("cluster") or "").strip() or "default"  # its virtual cluster
-            duration = _seconds(row, "duration", p, line)  # as given: under 1 s too
-            if gpus == 0:  # takes no GPU: not part of a GPU schedule (as openb's CPU pods)
-                left_out["cpu"].append(f"philly-{index}")
-                continue
-            raw.append((stamp, duration, gpus, index, team))
-        raw.sort(key=lambda r: (r[0], r[3]))
-        origin = raw[0][0] if raw else 0.0
-        for stamp, duration, gpus, index, team in raw:
-            request = JobRequest(
-                id=f"philly-{index}",
-                submit_time=stamp - origin,
-                gpus=gpus,
-                seq=len(jobs),
-                expected_duration=duration,
-                project=team,
-            )
-            jobs.append(WorkloadJob(request, RigidWork(duration)))
+        jobs = philly_jobs(p, rows, left_out)
     elif kind == "openb":
-        for line, row in rows:
-            gpus = _whole_number(row, "num_gpu", p, line, 0, MAX_GPUS)
-            milli = _openb_milli(row, gpus, p, line) if gpus else MILLI_PER_GPU
-            # 0 is a time like any other (the trace's first pods are scheduled at 0)
-            start = _seconds(row, "scheduled_time", p, line) if row.get("scheduled_time") else None
-            if gpus and start is None and row.get("pod_phase") == "Pending":
-                left_out["pending"].append(_name(row, p, line))  # never got its GPUs
-                continue
-            created = _seconds(row, "creation_time", p, line)
-            deleted = _seconds(row, "deletion_time", p, line)
-            if start is not None and start < created:
-                raise DataError(
-                    f"{p}:{line}: column 'scheduled_time' ({row['scheduled_time']}) is before "
-                    f"the pod's creation_time ({row['creation_time']}); a pod is scheduled "
-                    "after it is created"
-                )
-            began = created if start is None else start
-            if deleted < began:
-                since = "creation_time" if start is None else "scheduled_time"
-                raise DataError(
-                    f"{p}:{line}: column 'deletion_time' ({row['deletion_time']}) is before "
-                    f"the pod's {since} ({row[since]}); a pod is deleted after it starts"
-                )
-            duration = deleted - began  # as the trace gives it: under 1 s too
-            request = JobRequest(
-                id=_name(row, p, line),
-                submit_time=created,
-                gpus=gpus,
-                gpu_milli=milli if gpus else 0,
-                cpu_milli=_whole_number(row, "cpu_milli", p, line, 0, MAX_CPU_MILLI),
-                memory=_whole_number(row, "memory_mib", p, line, 0, MAX_MEMORY_MIB) * MiB,
-                seq=len(jobs),
-                expected_duration=duration,
-            )
-            if gpus == 0:
-                left_out["cpu"].append(request.id)  # takes no GPU: not part of a GPU schedule
-                continue
-            unique(request.id, line)
-            jobs.append(WorkloadJob(request, RigidWork(duration)))
+        jobs = openb_jobs(p, rows, names, left_out)
     else:
         unread = unread_plain_columns(p, header)  # (a typo of one it reads is refused)
-        for line, row in rows:
-            duration = _seconds(row, "duration", p, line)  # as given: under 1 s too
-            limit = _time_limit(row, p, line)
-            request = JobRequest(
-                id=_name(row, p, line),
-                submit_time=_seconds(row, "submit_time", p, line),
-                gpus=_whole_number(row, "gpus", p, line, 1, MAX_GPUS),
-                priority=_priority(row, p, line),
-                gpu_memory=_gpu_memory(row, p, line),
-                seq=len(jobs),
-                expected_duration=duration if limit is None else limit,
-                family=_family(row, p, line),
-                project=(row.get("project") or "").strip() or "default",
-                user=(row.get("user") or "").strip(),
-            )
-            model = (row.get("model") or "").strip()
-            unique(request.id, line)
-            jobs.append(WorkloadJob(request, RigidWork(duration, model), limit))
-        jobs = _from_first_submission(jobs)
+        jobs = plain_jobs(p, rows, names)
     if not jobs:
-        raise DataError(_no_jobs(p, kind, len(left_out["cpu"]), len(left_out["pending"])))
+        raise DataError(_no_jobs(p, kind, len(left_out.no_gpu), len(left_out.never_scheduled)))
     return Workload(
         p.stem,
         kind,
         in_submission_order(jobs),
-        tuple(left_out["pending"]),
-        tuple(left_out["cpu"]),
+        tuple(left_out.never_scheduled),
+        tuple(left_out.no_gpu),
         unread,
     )
-
-
-def _time_limit(row: dict[str, str], path: Path, line: int) -> float | None:
-    """A plain job's optional ``time_limit``: seconds above 0 (None when empty: no limit).
-    A negative one is told the same rule as 0 (it was told ``must be >= 0``, and then 0
-    was refused as not above 0)."""
-    if not row.get("time_limit"):
-        return None
-    refuse_duration_text(row, "time_limit", path, line)
-    value = _number(row, "time_limit", path, line)
-    if not value > 0:  # NaN too
-        raise DataError(
-            f"{path}:{line}: column 'time_limit' must be above 0 seconds, got "
-            f"{row['time_limit']!r}; leave it empty for no limit"
-        )
-    return _seconds(row, "time_limit", path, line)
 
 
 def _no_jobs(path: Path, kind: str, cpu_only: int, pending: int) -> str:
@@ -667,47 +203,6 @@ def _no_jobs(path: Path, kind: str, cpu_only: int, pending: int) -> str:
             )
         cause = "its pods are " + " and ".join(causes)
     return f"{path}: no GPU job to simulate ({kind} format): {cause}"
-
-
-def utc_timestamp(text: str) -> float:
-    """Seconds since the epoch of an ISO date-time, read as UTC unless it has an offset
-    (``2017-10-09 07:01:55`` is UTC, ``...+02:00`` keeps its offset): never the machine's
-    time zone, whose daylight-saving changes would shift the gaps between submissions.
-    ValueError if it is not an ISO date-time."""
-    moment = datetime.fromisoformat(text)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
-
-
-def _priority(row: dict[str, str], path: Path, line: int) -> int:
-    """A plain job's optional ``priority``: a whole number within the bounds a job spec's
-    has (:data:`~danlu.core.spec.MAX_PRIORITY` either way), 0 when empty. Up to 2**62 used
-    to be taken, a priority the control plane refuses in a spec."""
-    text = (row.get("priority") or "").strip()
-    if not text:
-        return 0
-    try:
-        value = plain_float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value.is_integer()):
-        raise DataError(f"{path}:{line}: column 'priority' must be a whole number, got {text!r}")
-    if abs(value) > MAX_PRIORITY:
-        raise DataError(
-            f"{path}:{line}: column 'priority' must lie within {-MAX_PRIORITY:,}.."
-            f"{MAX_PRIORITY:,}, as a job spec's priority, got {text!r}"
-        )
-    return int(value)
-
-
-def in_submission_order(jobs: list[WorkloadJob]) -> tuple[WorkloadJob, ...]:
-    """Sort by submission time (file order breaks ties) and number ``seq`` in that order."""
-    jobs.sort(key=lambda j: (j.request.submit_time, j.request.seq))
-    return tuple(
-        dataclasses.replace(j, request=dataclasses.replace(j.request, seq=i))
-        for i, j in enumerate(jobs)
-    )
 
 
 MOST_SYNTHETIC_JOBS = 1_000_000
