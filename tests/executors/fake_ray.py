@@ -15,6 +15,8 @@ through pytest's ``monkeypatch`` (undone after the test), so that the executor's
   returned reference for ``ray.get``. An error of the method comes as a ``RayTaskError``.
 - ``ray.get_actor(name)``: the live actor of that name, else ``ValueError`` as Ray's.
 - ``ray.wait``, ``ray.get`` (``GetTimeoutError`` for a call that hangs), ``ray.kill``.
+- ``ray.get_runtime_context().get_node_id()``: :attr:`FakeRay.node_id`, the node of this
+  process (the driver's).
 - ``ray.exceptions``: classes of Ray's names and hierarchy (``RayError`` >
   ``RayActorError`` > ``ActorDiedError`` / ``ActorUnavailableError``; ``GetTimeoutError``,
   also a ``TimeoutError``; ``ObjectLostError``; ``RayTaskError``; ``OutOfMemoryError``).
@@ -235,6 +237,8 @@ class FakeRay:
         self.init_error: BaseException | None = None
         """What the creation of every actor raises on its node from now on (danlu not
         importable there: ``ModuleNotFoundError``), None to create them."""
+        self.node_id = "id-driver"
+        """The Ray node id of this process's node (``get_runtime_context().get_node_id()``)."""
 
     # -- faults -------------------------------------------------------------------------------
 
@@ -284,6 +288,7 @@ class FakeRay:
             "wait": self._wait,
             "get": self._get,
             "kill": self._kill,
+            "get_runtime_context": lambda: types.SimpleNamespace(get_node_id=lambda: self.node_id),
         }
         for name, fn in api.items():
             setattr(ray, name, fn)

@@ -55,6 +55,11 @@ its GPUs are not seen by danlu.
   (the nodes, an actor by name, a kill, a new actor) that takes over :data:`GCS_TIMEOUT` is
   an :class:`ExecutorUnavailableError`, as is every such call while it has not returned
   (:meth:`RayExecutor._gcs`); the runs' actors are asked directly, GCS or not.
+- **One plane a cluster.** Built for a control plane (``plane_home``), the executor claims
+  the cluster for it as it joins: a plane of another home that holds the claim alive refuses
+  the start (:class:`~danlu.executors.ray_claim.ClusterClaimedError`), the same home's is
+  taken over; the claim goes with the plane's process, or at :meth:`RayExecutor.close`
+  (:mod:`~danlu.executors.ray_claim`).
 - **State.** ``{state_dir}/runs/JOB_ID/`` holds the launch record (actor names), a stop
   request, the result and whether the actors were killed, so a restarted control plane finds
   its runs' actors by name.
@@ -95,6 +100,7 @@ from danlu.executors.errors import (
     NodeLaunchError,
 )
 from danlu.executors.ray_actor import VISIBLE_DEVICES, NodeRun
+from danlu.executors.ray_claim import ClusterClaim, claim_record
 from danlu.executors.ray_nodes import (
     JOIN_TIMEOUT,
     NODE_LABEL,
@@ -154,6 +160,12 @@ class RayExecutor(RayPolls, MultiNodeExecutor, GpuSharingExecutor):
     the control plane's host. ``preempt_grace`` is the grace of a job whose spec has none
     when the executor stops its nodes itself, as a preemption, because one of them
     checkpointed alone (:meth:`_gang_stop`).
+
+    ``plane_home``, the home of the control plane the executor serves (``danlu server``),
+    claims the cluster for that plane (:mod:`~danlu.executors.ray_claim`; its id kept in
+    ``state_dir``): the build raises
+    :class:`~danlu.executors.ray_claim.ClusterClaimedError` while a live plane of another
+    home holds the cluster. Without it nothing is claimed (an executor of a program's own).
     """
 
     launch_fields = LAUNCH_FIELDS
@@ -175,6 +187,7 @@ class RayExecutor(RayPolls, MultiNodeExecutor, GpuSharingExecutor):
         preempt_grace: float = DEFAULT_PREEMPT_GRACE,
         max_jobs_per_gpu: int = 16,
         clock: Callable[[], float] = time.time,
+        plane_home: str | Path | None = None,
     ) -> None:
         import ray
 
@@ -224,6 +237,13 @@ class RayExecutor(RayPolls, MultiNodeExecutor, GpuSharingExecutor):
         self._gcs_waiting: tuple[threading.Thread, str, float] | None = None
         """A call to the GCS that has not returned in time: its thread, what it was, since
         when (:meth:`_gcs`)."""
+        self._claim: ClusterClaim | None = None
+        """The plane's claim on the cluster (None: the executor claims none)."""
+        if plane_home is not None:
+            record = claim_record(plane_home, Path(state_dir), api_url, time.time())
+            claim = ClusterClaim(ray, record, self._gcs, address=address)
+            claim.take()  # refused: another plane's
+            self._claim = claim
 
     # -- capabilities -------------------------------------------------------------------------
 
@@ -239,9 +259,19 @@ class RayExecutor(RayPolls, MultiNodeExecutor, GpuSharingExecutor):
         (``ray start``, an autoscaler) come in, nodes that died or left go. A cluster with
         no live node with GPUs is refused, keeping the inventory as it was (an
         :class:`ExecutorError`); a Ray that cannot be asked is an
-        :class:`ExecutorUnavailableError`."""
+        :class:`ExecutorUnavailableError`. The plane's claim on the cluster is checked too
+        (:meth:`~danlu.executors.ray_claim.ClusterClaim.check`)."""
         self._cluster = self._read_inventory()
+        if self._claim is not None:
+            self._claim.check()  # its actor killed under the plane: claimed again
         return self._cluster
+
+    def close(self) -> None:
+        """Give the plane's claim on the cluster back, so that another plane may start at
+        once (:meth:`~danlu.executors.ray_claim.ClusterClaim.release`); the runs go on."""
+        if self._claim is not None:
+            self._claim.release()
+        super().close()
 
     def _read_inventory(self) -> Cluster:
         nodes = self._nodes()

@@ -415,7 +415,9 @@ def build_slurm_executor(settings: Settings, api_url: str | None) -> SlurmExecut
 def build_cluster_executor(settings: Settings, api_url: str | None) -> Executor:
     """The executor of a cluster, which reports its own nodes: Slurm's
     (:func:`build_slurm_executor`) or Ray's (state under ``{home}/executor``, logs under
-    ``{home}/logs``, the cluster at ``settings.ray_address``)."""
+    ``{home}/logs``, the cluster at ``settings.ray_address``, claimed for this plane: a
+    :class:`~danlu.executors.ray_claim.ClusterClaimedError`, a :class:`ConfigError`, while
+    another home's plane holds it)."""
     if settings.executor == "slurm":
         return build_slurm_executor(settings, api_url)
     try:
@@ -435,6 +437,7 @@ def build_cluster_executor(settings: Settings, api_url: str | None) -> Executor:
         base_env=job_base_env(),
         api_url=api_url,
         preempt_grace=settings.preempt_grace,
+        plane_home=home,  # one plane a cluster: another plane's live claim refuses the start
     )
 
 
