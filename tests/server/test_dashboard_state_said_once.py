@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 import test_dashboard
-from helpers import Live, spec, wait_state
+from helpers import Live, get_job, spec, wait_for, wait_state
 
 from danlu.cli.markup import after_state, reason_after_state
 
@@ -68,6 +68,8 @@ def test_a_job_s_panel_and_the_events_say_its_state_once(live: Live, page: Any) 
     with live.client() as c:
         job = c.post("/jobs", json=spec("sleeper", _SLEEP)).json()
         wait_state(c, job["id"], "RUNNING")
+        # its run launched: until then its why says "placed on localhost:0, launching"
+        wait_for(lambda: get_job(c, job["id"])["launched"])
         why = c.get(f"/jobs/{job['id']}/why").json()["reason"]
     assert why.startswith("running on ")
     _sign_in(live, page)
@@ -114,19 +116,21 @@ def test_a_placed_job_not_launched_says_so_once(live: Live, page: Any) -> None:
     """A RUNNING job whose run is not launched (the API's ``launched`` false; the server's
     answers for a running job rewritten so) reads ``RUNNING (not launched)`` in the Jobs table
     and its panel, as ``danlu ls`` says it; where its reason says so already (its cluster
-    cannot be reached), the panel says it once."""
+    cannot be reached, or another job's run still holds its GPU), the panel says it once."""
     from playwright.sync_api import Route, expect
 
     with live.client() as c:
         job = c.post("/jobs", json=spec("placed", _SLEEP)).json()
         wait_state(c, job["id"], "RUNNING")
-    unreached: list[str] = []  # the reason /why answers from when it is set
+        # its run launched: its why is "running on localhost:0" (the answers rewritten below)
+        wait_for(lambda: get_job(c, job["id"])["launched"])
+    said: list[str] = []  # the reason /why answers from when one is set: the newest
 
     def not_launched(route: Route) -> None:
         answer = route.fetch()
         body = answer.json()
         if route.request.url.endswith("/why"):
-            body["reason"] = unreached[0] if unreached else body["reason"]
+            body["reason"] = said[-1] if said else body["reason"]
         for row in body if isinstance(body, list) else [body]:
             if row.get("id") == job["id"] and "state" in row and "reason" not in row:
                 row["launched"] = False
@@ -138,6 +142,12 @@ def test_a_placed_job_not_launched_says_so_once(live: Live, page: Any) -> None:
     expect(row.locator("td.state")).to_have_text("RUNNING (not launched)")
     row.locator('button[data-action="show"]').click()
     expect(page.locator("#detail-why")).to_have_text("RUNNING (not launched) on localhost:0")
-    unreached.append("not launched: the cluster cannot be reached (down); placed on localhost:0")
+    said.append("not launched: the cluster cannot be reached (down); placed on localhost:0")
     row.locator('button[data-action="show"]').click()  # read again now, not at the refresh
-    expect(page.locator("#detail-why")).to_have_text(f"RUNNING: {unreached[0]}")
+    expect(page.locator("#detail-why")).to_have_text(f"RUNNING: {said[-1]}")
+    said.append("placed on localhost:0, not launched yet: waiting for job a1 to free localhost:0")
+    row.locator('button[data-action="show"]').click()
+    expect(page.locator("#detail-why")).to_have_text(f"RUNNING: {said[-1]}")
+    said.append("placed on localhost:0, launching")  # not said in the reason: the note is
+    row.locator('button[data-action="show"]').click()
+    expect(page.locator("#detail-why")).to_have_text(f"RUNNING (not launched): {said[-1]}")

@@ -163,9 +163,11 @@ async function showJob(id, round) {
     const ended = shownEnded && job.finished_at !== null
       ? " (ended " + new Date(job.finished_at * 1000).toLocaleString() + ")"
       : "";
-    // a run not launched yet: said where its reason does not say so already (a launch that
-    // waits for GPUs another run still holds: "RUNNING (not launched) on n1:0")
-    const told = typeof why.reason === "string" && why.reason.startsWith("not launched");
+    // a run not launched yet: said where its reason does not say so already ("RUNNING (not
+    // launched): placed on n1:0, launching", but "RUNNING: placed on n1:0, not launched yet:
+    // waiting for job X to free n1:0" and "RUNNING: not launched: the cluster cannot be ...")
+    const told = typeof why.reason === "string" && (why.reason.startsWith("not launched") ||
+      (why.reason.startsWith("placed on ") && why.reason.includes(", not launched yet: ")));
     const unlaunched = job.state === "RUNNING" && job.launched === false && !told;
     const note = unlaunched ? " (not launched)" : "";
     document.getElementById("detail-why").textContent =

@@ -200,7 +200,9 @@ def why(session: Session, job: Job, now: float | None = None) -> str:
     """Explain in one sentence why ``job`` is where it is (mainly: why it is pending); a
     pending job names the nodes closed to new work, a running one each of its GPUs whose
     jobs hold more memory than the inventory now gives it (:func:`over_committed`), and an
-    unfinished job with a deadline says when it will be cancelled."""
+    unfinished job with a deadline says when it will be cancelled. A RUNNING job says
+    ``running on n1:0`` only once its current run is launched; before, ``placed on n1:0``
+    and why nothing runs yet (:func:`_unlaunched`)."""
     t = resolve_now(now)
     reason = _why(session, job, t)
     if job.state == JobState.PENDING.value:
@@ -289,12 +291,15 @@ def _why(session: Session, job: Job, t: float) -> str:
             for s in job.allocation or ()
         )
         verb = "running" if state is JobState.RUNNING else "checkpointing before re-queue"
+        said = f"{verb} on {where or 'no GPUs'}"
         if not_launched(job) and (job.pending_reason or "").startswith(UNREACHED):
-            verb = f"{job.pending_reason}; placed"  # nothing runs: not "running"
+            said = f"{job.pending_reason}; placed on {where or 'no GPUs'}"  # nothing runs
+        elif state is JobState.RUNNING and not_launched(job):
+            said = _unlaunched(session, job, where or "no GPUs")
         extra = "; cancellation requested" if job.cancel_requested_at is not None else ""
         if job.held_at is not None and not extra:
             extra = "; held: preempted by checkpoint next round, it waits until released"
-        return f"{verb} on {where or 'no GPUs'}{extra}"
+        return f"{said}{extra}"
     if state is JobState.RESTARTING:
         return f"restarting after a failure (restart {job.restarts})"
     last = session.scalar(
@@ -303,3 +308,63 @@ def _why(session: Session, job: Job, t: float) -> str:
     said, ended = last or "finished", state.value.lower()
     # "failed (exit code 3)" says the state already: not "failed: failed (exit code 3)"
     return said if said.lower().startswith(ended) else f"{ended}: {said}"
+
+
+LAUNCHING = "launching"
+"""What :func:`why` says after ``placed on GPUS, `` of a RUNNING job whose run is not
+launched yet (:func:`not_launched`) when nothing known holds it back: the executor's next
+pass launches it (or finds its GPUs still held by a run the store no longer records on them,
+one a move left: it launches once they are free)."""
+NOT_LAUNCHED_YET = "not launched yet"
+"""What :func:`why` says after ``placed on GPUS, `` of a RUNNING job whose run is not
+launched yet while a run it waits for is known: ``: moved, waiting for ...`` or ``: waiting
+for job X to free n1:0``."""
+
+
+def _unlaunched(session: Session, job: Job, where: str) -> str:
+    """Why RUNNING ``job``, placed on ``where``, runs nothing yet (:func:`not_launched`; not
+    for a cluster that cannot be reached: its ``pending_reason`` says that). The launch step
+    (:mod:`~danlu.server.launching`) launches a moved job's new run once the run the move
+    left has exited (``moved_from``), and any run once no other job's run still holds one of
+    its GPUs (the executor's :class:`~danlu.executors.GpusBusyError`): the stopping jobs
+    whose stored allocation shares a GPU with ``job``'s are named
+    (:func:`_stopping_holders`). A run the store no longer records on those GPUs (one that
+    another job's move left) is not known here: then, as between the placement and the
+    executor's next pass, it says ``launching``."""
+    placed = f"placed on {where}"
+    if job.moved_from is not None:
+        return f"{placed}, {NOT_LAUNCHED_YET}: moved, waiting for the run it left to exit"
+    holders = _stopping_holders(session, job)
+    if not holders:
+        return f"{placed}, {LAUNCHING}"
+    named = [f"job {held} to free {', '.join(gpus)}" for held, gpus in holders[:_NAMED_NODES]]
+    more = len(holders) - len(named)
+    return (
+        f"{placed}, {NOT_LAUNCHED_YET}: waiting for "
+        + " and ".join(named)
+        + (f" and {more} more job(s)" if more else "")
+    )
+
+
+def _stopping_holders(session: Session, job: Job) -> list[tuple[str, list[str]]]:
+    """The other jobs with a launched run being stopped (PREEMPTING, or a cancellation or a
+    limit's stop requested) whose stored allocation shares a GPU with ``job``'s, in
+    submission order, each with those GPUs (``n1:0``): a memory share placed beside a
+    stopping one waits for it to exit (:func:`~danlu.executors.base.busy_gpus`). One query
+    for the few stopping jobs."""
+    mine = list(dict.fromkeys((str(s["node"]), int(s["gpu"])) for s in job.allocation or ()))
+    if not mine:
+        return []
+    stopping = (Job.state == JobState.PREEMPTING.value) | (
+        (Job.state == JobState.RUNNING.value) & Job.cancel_requested_at.is_not(None)
+    )
+    query = select(Job.id, Job.allocation).where(
+        Job.state.in_(HOLDING), stopping, ~NOT_LAUNCHED, Job.id != job.id
+    )
+    holders: list[tuple[str, list[str]]] = []
+    for held, allocation in session.execute(query.order_by(Job.seq)):
+        theirs = {(str(s["node"]), int(s["gpu"])) for s in allocation or ()}
+        shared = [gpu for gpu in mine if gpu in theirs]  # in the order of job's allocation
+        if shared:
+            holders.append((held, [f"{node}:{gpu}" for node, gpu in shared]))
+    return holders
