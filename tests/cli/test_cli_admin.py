@@ -52,6 +52,8 @@ def test_an_admin_adds_a_user_who_then_works_with_its_token(server: str) -> None
         "os_user": None,
         "quota_gpus": None,
         "disabled_at": None,
+        "disabled_by": None,
+        "disable_reason": None,
     }
     assert code == 0 and json.loads(out) == alice
     code, _, err = run("user", "add", "bob", "--token", token)  # not an admin
@@ -126,6 +128,8 @@ def test_a_users_os_account_is_set_listed_and_cleared(server: str) -> None:
         "os_user": "bobby",
         "quota_gpus": None,
         "disabled_at": None,
+        "disabled_by": None,
+        "disable_reason": None,
     }
     assert bob in json.loads(out)
     code, out, _ = run("user", "set", "bob", "--os-user", "none", "--json")

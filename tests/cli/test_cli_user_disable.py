@@ -50,8 +50,9 @@ def test_a_user_is_disabled_listed_refused_and_enabled_again(server: str) -> Non
     code, _, err = run("user", "token", "alice")
     assert code == 2 and "disabled" in err and "danlu user enable alice" in err
     code, out, _ = run("user", "ls")
-    alice, admin = (
-        [line for line in out.splitlines() if f" {n} " in line] for n in ("alice", "admin")
+    alice, admin = (  # by the first cell: alice's state names the admin who disabled her
+        [line for line in out.splitlines() if line.startswith(f"│ {n} ")]
+        for n in ("alice", "admin")
     )
     assert len(alice) == 1 and "disabled since" in alice[0], out
     assert len(admin) == 1 and "enabled" in admin[0] and "disabled" not in admin[0], out
@@ -112,3 +113,20 @@ def test_the_client_refuses_a_cancel_jobs_that_is_not_a_boolean() -> None:
     with pytest.raises(SpecError) as refused:
         client.disable_user("alice", "no")  # type: ignore[arg-type]
     assert refused.value.field == "cancel_jobs"
+
+
+def test_the_reason_is_sent_shown_by_user_ls_and_in_the_refusal(server: str) -> None:
+    run("user", "add", "alice")
+    token = run("user", "token", "alice")[1].strip()
+    code, _, err = run("user", "disable", "alice", "--reason", "left\nthe team")
+    assert code == 2 and "reason" in err and "control characters" in err
+    code, out, _ = run("user", "disable", "alice", "--reason", "left the team [ops]")
+    assert (code, out) == (
+        0,
+        "user alice disabled (left the team [ops]): their tokens are refused\n",
+    )
+    code, out, _ = run("user", "ls")
+    (alice,) = [line for line in out.splitlines() if line.startswith("│ alice ")]
+    assert "by admin: left the team [ops]" in alice, out
+    code, _, err = run("whoami", "--token", token)
+    assert code == 2 and "'alice' is disabled (by admin: left the team [ops])" in err

@@ -103,6 +103,8 @@ def test_every_route_against_a_live_server(shared_server: Server) -> None:
         "os_user": None,
         "quota_gpus": None,
         "disabled_at": None,
+        "disabled_by": None,
+        "disable_reason": None,
     }
     mine = alice.submit(py("print('alice')", "alices-job"))
     assert [j["id"] for j in alice.list_jobs()] == [mine["id"]]

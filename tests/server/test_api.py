@@ -59,6 +59,8 @@ def test_health_openapi_and_auth_required(live: Live) -> None:
             "os_user": None,
             "quota_gpus": None,
             "disabled_at": None,
+            "disabled_by": None,
+            "disable_reason": None,
         }
         assert admin.get("/users/me").json() == me
 
@@ -215,6 +217,8 @@ def test_projects_users_tokens_and_quotas(live: Live) -> None:
             "os_user": None,
             "quota_gpus": None,
             "disabled_at": None,
+            "disabled_by": None,
+            "disable_reason": None,
         }
         assert carol.get("/users/me").json() == me
         assert carol.post("/projects", json={"name": "mine"}).status_code == 403

@@ -150,4 +150,6 @@ def test_users_me_shows_the_callers_stored_os_user_and_quota(tmp_path: Path, db_
             "os_user": "carol_os",
             "quota_gpus": 2.0,
             "disabled_at": None,
+            "disabled_by": None,
+            "disable_reason": None,
         }

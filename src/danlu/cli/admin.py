@@ -125,15 +125,22 @@ def _user_line(data: dict[str, Any]) -> str:
     quota = data.get("quota_gpus")
     limit = f", at most {gpu_count(float(quota))}" if quota is not None else ""
     off = data.get("disabled_at")
-    disabled = f", disabled since {when_text(off)}" if off is not None else ""
+    disabled = f", {_user_state(data)}" if off is not None else ""
     return f"user {as_text(data.get('name'))} ({as_text(data.get('role'))}){runs}{limit}{disabled}"
 
 
 def _user_state(data: dict[str, Any]) -> str:
-    """A user's state as ``danlu user ls`` shows it: ``enabled``, or ``disabled`` and since
-    when."""
+    """A user's state as ``danlu user ls`` shows it: ``enabled``, or ``disabled``, since
+    when, by whom and why, where the server recorded them (``disabled since 2026-12-08
+    10:00 by bob: left the team``)."""
     off = data.get("disabled_at")
-    return "enabled" if off is None else f"disabled since {when_text(off)}"
+    if off is None:
+        return "enabled"
+    by, reason = data.get("disabled_by"), data.get("disable_reason")
+    said = f"disabled since {when_text(off)}"
+    said += f" by {as_text(by)}" if by else ""
+    # a reason is refused with a control character; one stored otherwise is shown escaped
+    return said + (f": {as_text(reason)}" if reason else "")
 
 
 @user_app.command("token")
@@ -265,6 +272,14 @@ def user_disable(
             help="Also cancel their unfinished jobs, running ones stopped with their grace.",
         ),
     ] = False,
+    reason: Annotated[
+        str | None,
+        typer.Option(
+            "--reason",
+            help="Why, on one line of at most 200 characters: shown with the user (user ls), "
+            "in the error their tokens get and in their queued jobs' reason.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
@@ -274,8 +289,9 @@ def user_disable(
     to them, and their queued jobs are not started until `danlu user enable NAME`; they
     stay listed, as their jobs and usage do. Their running jobs run on unless
     --cancel-jobs cancels every unfinished job of theirs. The last enabled admin cannot be
-    disabled."""
-    data = common.ask(home, url, token, lambda c: c.disable_user(name, cancel_jobs))
+    disabled. The server records who disabled them and --reason; disabling a disabled user
+    with --reason replaces the reason."""
+    data = common.ask(home, url, token, lambda c: c.disable_user(name, cancel_jobs, reason=reason))
     show_data(data, json_out, _disabled_line, USER_JOBS)
 
 
@@ -309,7 +325,10 @@ def _user_of(data: dict[str, Any]) -> str:
 
 def _disabled_line(data: dict[str, Any]) -> str:
     name = _user_of(data)
-    said = [f"user {name} disabled: their tokens are refused"]
+    user = data.get("user")
+    reason = user.get("disable_reason") if isinstance(user, dict) else None
+    why = f" ({as_text(reason)})" if reason else ""
+    said = [f"user {name} disabled{why}: their tokens are refused"]
     if data.get("cancelled") or data.get("stopping"):
         cancelled, stopping = data.get("cancelled"), data.get("stopping")
         said.append(

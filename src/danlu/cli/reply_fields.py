@@ -163,6 +163,8 @@ USER_FIELDS: Mapping[str, Field] = {
     "os_user": TEXT,
     "quota_gpus": NUMBER,
     "disabled_at": TIME,
+    "disabled_by": TEXT,
+    "disable_reason": TEXT,
 }
 """A user's fields that ``danlu whoami``, ``user ls / add / set`` render."""
 

@@ -68,14 +68,19 @@ class AccountCalls:
         account its jobs run as; None: the one named like it), ``quota_gpus`` (None: none)."""
         return self._object("PUT", f"/users/{seg(name, 'name')}", json=fields)
 
-    def disable_user(self, name: str, cancel_jobs: bool = False) -> dict[str, Any]:
+    def disable_user(
+        self, name: str, cancel_jobs: bool = False, reason: str | None = None
+    ) -> dict[str, Any]:
         """``POST /users/{name}/disable`` (admin): refuse the user's tokens and start none
         of their queued jobs until enabled again; ``cancel_jobs``: cancel their unfinished
-        jobs too (running ones stopped). Returns ``{"user", "queued", "running",
-        "cancelled", "stopping"}``: the User and what their unfinished jobs do now."""
+        jobs too (running ones stopped); ``reason``: why (stored with the admin's name).
+        Returns ``{"user", "queued", "running", "cancelled", "stopping"}``: the User and
+        what their unfinished jobs do now."""
         if not isinstance(cancel_jobs, bool):  # "no" would read as true
             raise SpecError("cancel_jobs", f"give True or False, not {cancel_jobs!r}")
-        body = {"cancel_jobs": cancel_jobs}
+        body: dict[str, Any] = {"cancel_jobs": cancel_jobs}
+        if reason is not None:
+            body["reason"] = reason
         return self._object("POST", f"/users/{seg(name, 'name')}/disable", json=body)
 
     def enable_user(self, name: str) -> dict[str, Any]:
@@ -89,7 +94,8 @@ class AccountCalls:
         return str(self._field("POST", path, "token", str, json={"name": name}))
 
     def users(self) -> list[dict[str, Any]]:
-        """``GET /users`` (admin): every user, ``{"name", "role", ..., "disabled_at"}``."""
+        """``GET /users`` (admin): every user, ``{"name", "role", ..., "disabled_at",
+        "disabled_by", "disable_reason"}``."""
         return self._records("GET", "/users")
 
     def tokens(self, user: str) -> list[dict[str, Any]]:

@@ -82,6 +82,13 @@ class User(Base):
     are refused (its running jobs' own tokens aside), no token is issued to it, and its
     queued jobs are not started until it is enabled again; None: enabled. A disabled user
     stays in the store, so that its jobs' history and usage keep its name."""
+    disabled_by: Mapped[str | None] = mapped_column(String(64), default=None)
+    """The name of the admin who disabled the user (or who last gave the reason of its
+    disable); None while enabled, and for a user disabled before it was recorded."""
+    disable_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    """Why the admin disabled the user (``danlu user disable NAME --reason TEXT``, at most
+    :data:`~danlu.server.services.disabling.MAX_DISABLE_REASON` characters, none of them a
+    control character); None while enabled, or when none was given."""
 
     tokens: Mapped[list[ApiToken]] = relationship(back_populates="user", passive_deletes=True)
 

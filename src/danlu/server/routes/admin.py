@@ -290,14 +290,17 @@ def disable_user(
     issued to them, no job is submitted in their name, and their queued jobs are not
     started until they are enabled again; they stay listed, as their jobs and usage do.
     Their running jobs run on (``running`` counts them) unless ``cancel_jobs`` is true:
-    then every unfinished job of theirs is cancelled and their running sweeps end. Disabling
-    a disabled user changes nothing more (with ``cancel_jobs``, cancels what is left). 409
-    naming ``name`` for the last enabled admin. No body is ``{}``."""
+    then every unfinished job of theirs is cancelled and their running sweeps end.
+    ``reason``, why, is stored with the caller's name (``disable_reason``, ``disabled_by``).
+    Disabling a disabled user changes nothing more (a ``reason`` given replaces the one
+    stored; with ``cancel_jobs``, cancels what is left). 409 naming ``name`` for the last
+    enabled admin. No body is ``{}``."""
     require_admin(user)
     checked_name(name, "user", "name")
     cancel_jobs = body is not None and body.cancel_jobs
+    reason = body.reason if body is not None else None
     with state.db.session() as session:
-        done = disabling.disable(session, name, user, cancel_jobs=cancel_jobs)
+        done = disabling.disable(session, name, user, reason=reason, cancel_jobs=cancel_jobs)
         reply = _user_jobs_out(done)
     if state.wake is not None and cancel_jobs:  # the running jobs' stops: in the next pass
         state.wake()
@@ -308,11 +311,11 @@ def disable_user(
 def enable_user(name: str, user: Caller, state: State) -> dict[str, Any]:
     """Enable a disabled user again (admin): their tokens not revoked meanwhile work again,
     and their queued jobs are scheduled as before (``queued`` counts them). Enabling an
-    enabled user changes nothing."""
+    enabled user changes nothing. Who disabled them and why is cleared."""
     require_admin(user)
     checked_name(name, "user", "name")
     with state.db.session() as session:
-        reply = _user_jobs_out(disabling.enable(session, name))
+        reply = _user_jobs_out(disabling.enable(session, name, by=user))
     if state.wake is not None and reply["queued"]:
         state.wake()
     return reply

@@ -241,7 +241,7 @@ def caller(
             raise AuthError("the API token is unknown or revoked; ask an admin for a new one")
         _note_use(state, token.id, token.last_used_at)
         if users.refused(token):
-            raise AuthError(users.disabled_message(token.user.name))
+            raise AuthError(users.disabled_message(token.user))
         if token.job_id is not None and not _own_run(request, token.job_id):
             raise PermissionDenied(
                 f"this token was issued to a run of job {token.job_id}: it may only report "
@@ -258,6 +258,8 @@ def caller(
             os_user=user.os_user,
             quota_gpus=user.quota_gpus,
             disabled_at=user.disabled_at,
+            disabled_by=user.disabled_by,
+            disable_reason=user.disable_reason,
         )
     return found
 

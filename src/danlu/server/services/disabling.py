@@ -16,16 +16,25 @@ Their running jobs run on (the reply counts them), unless the disable cancels th
 (``cancel_jobs``): then every unfinished job of theirs is cancelled (a running one stopped
 with its grace to checkpoint, as ``danlu cancel`` stops it) and their running sweeps end
 CANCELLED. The last enabled admin cannot be disabled: no one would be left to enable anyone.
+
+The user's row keeps who disabled them (``disabled_by``) and why (``disable_reason``, as
+``usermod --expiredate`` comments or Slurm's ``sacctmgr`` reasons: optional, at most
+:data:`MAX_DISABLE_REASON` characters, none a control character): ``danlu user ls``, the
+user's JSON, the 401 their tokens get and their queued jobs' ``pending_reason`` show them.
+Enabling clears both; the server's log keeps each disable and enable with them.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 
 from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.orm import Session
 
+from danlu.core.errors import SpecError
 from danlu.core.state import JobState
+from danlu.core.values import check_text, control_character, quoted
 from danlu.server.db.models import Job, Sweep, User
 from danlu.server.errors import ConflictError
 from danlu.server.services import jobs, sweeps
@@ -33,8 +42,13 @@ from danlu.server.services.common import lock_row, resolve_now
 from danlu.server.services.projects import HOLDING
 from danlu.server.services.users import ADMIN, get_user, owner_disabled
 
+log = logging.getLogger(__name__)
+
 QUEUED = (JobState.PENDING.value, JobState.RESTARTING.value)
 """The states of an unfinished job that holds no GPUs."""
+MAX_DISABLE_REASON = 200
+"""The most characters of an admin's reason for a disable: a line of ``danlu user ls``,
+not a document (Slurm's reasons are as short)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,18 +74,48 @@ def enabled_again(name: str) -> str:
     return f"owner {name} enabled again: waiting for the next round"
 
 
+def checked_reason(reason: str | None) -> str | None:
+    """``reason`` for a disable as stored: without the blanks around it, None for none or
+    an empty one. :class:`SpecError` naming ``reason`` for one over
+    :data:`MAX_DISABLE_REASON` characters or holding a control character (``danlu user
+    ls`` prints it, where a line break or an ESC sequence would act on the terminal)."""
+    if reason is None:
+        return None
+    check_text(reason, "reason", "a disable's reason")
+    char = control_character(reason)
+    if char is not None:
+        raise SpecError(
+            "reason",
+            "must not contain control characters (line breaks, tabs, ESC sequences, "
+            f"bidirectional overrides), got {char!r} in {quoted(reason)}: write it on one "
+            "line, e.g. 'left the team'",
+        )
+    reason = reason.strip()
+    if len(reason) > MAX_DISABLE_REASON:
+        raise SpecError(
+            "reason",
+            f"is {len(reason)} characters long, more than the {MAX_DISABLE_REASON} a "
+            "disable's reason may hold: say it shorter (e.g. 'left the team, see ticket 123')",
+        )
+    return reason or None
+
+
 def disable(
     session: Session,
     name: str,
     by: User,
     *,
+    reason: str | None = None,
     cancel_jobs: bool = False,
     now: float | None = None,
 ) -> UserJobs:
-    """Disable the user ``name`` (``by``: the admin who does it). Disabling a disabled user
-    keeps the time it was first disabled; with ``cancel_jobs`` it cancels what is left.
+    """Disable the user ``name`` (``by``: the admin who does it; ``reason``: why, see
+    :func:`checked_reason`, stored with ``by``'s name). Disabling a disabled user keeps the
+    time it was first disabled; a ``reason`` given then replaces the one stored (and who
+    gave it), none keeps it; with ``cancel_jobs`` it cancels what is left.
     :class:`ConflictError` naming ``name`` for the last enabled admin."""
     t = resolve_now(now)
+    why = checked_reason(reason)
     found = get_user(session, name)
     before = _counted(session, found, 0).queued if cancel_jobs else 0
     if cancel_jobs:  # the sweeps first: no next trial is submitted (its row, then its jobs')
@@ -81,30 +125,44 @@ def disable(
         for sweep_id in list(session.scalars(running_sweeps.order_by(Sweep.seq))):
             sweeps.cancel(session, sweep_id, by, t)
     user = _locked(session, found)
-    if not user.disabled:
-        if user.is_admin:
-            _check_another_admin(session, user)
-        user.disabled_at = t
+    if not user.disabled or why is not None:
+        if not user.disabled:
+            if user.is_admin:
+                _check_another_admin(session, user)
+            user.disabled_at = t
+        user.disabled_by, user.disable_reason = by.name, why
         session.flush()
+        log.info("user %s disabled by %s: %s", name, by.name, why or "no reason given")
     if cancel_jobs:
         _cancel_jobs(session, user, by, t)
         after = _counted(session, user, 0)
         return replace(after, cancelled=max(0, before - after.queued))
     # said at once, not only once a round has passed: their rows change (a version each),
     # so a round that read them before this commits starts none of them
-    _set_queued_reason(session, user, Job.held_at.is_(None), owner_disabled(name))
+    said = owner_disabled(name, user.disable_reason)
+    _set_queued_reason(session, user, Job.held_at.is_(None), said)
     return _counted(session, user, 0)
 
 
-def enable(session: Session, name: str, now: float | None = None) -> UserJobs:
-    """Enable the user ``name`` again: their tokens work again (those revoked meanwhile
-    stay revoked) and their queued jobs are scheduled as before. Enabling an enabled user
+def enable(
+    session: Session, name: str, now: float | None = None, *, by: User | None = None
+) -> UserJobs:
+    """Enable the user ``name`` again (``by``: the admin who does it, for the log): their
+    tokens work again (those revoked meanwhile stay revoked) and their queued jobs are
+    scheduled as before; who disabled them and why is cleared. Enabling an enabled user
     changes nothing."""
     user = _locked(session, get_user(session, name))
     if user.disabled:
-        user.disabled_at = None
+        said = Job.pending_reason == owner_disabled(name, user.disable_reason)
+        log.info(
+            "user %s enabled by %s (disabled by %s: %s)",
+            name,
+            by.name if by is not None else "an admin",
+            user.disabled_by or "an admin",
+            user.disable_reason or "no reason given",
+        )
+        user.disabled_at = user.disabled_by = user.disable_reason = None
         session.flush()
-        said = Job.pending_reason == owner_disabled(name)
         _set_queued_reason(session, user, said, enabled_again(name))
     return _counted(session, user, 0)
 

@@ -184,19 +184,25 @@ def _check_token_room(session: Session, user: User) -> None:
         )
 
 
-def disabled_message(name: str) -> str:
-    """Why the tokens of the disabled user ``name`` are refused, and what undoes it."""
+def disabled_message(user: User) -> str:
+    """Why the tokens of the disabled ``user`` are refused (by whom and why, where
+    recorded), and what undoes it."""
+    how = [f"by {user.disabled_by}"] if user.disabled_by else []
+    how += [user.disable_reason] if user.disable_reason else []
+    said = f" ({': '.join(how)})" if how else ""
     return (
-        f"user {name!r} is disabled: their API tokens are refused until an admin enables "
-        f"them again (danlu user enable {name})"
+        f"user {user.name!r} is disabled{said}: their API tokens are refused until an admin "
+        f"enables them again (danlu user enable {user.name})"
     )
 
 
-def owner_disabled(name: str) -> str:
-    """The ``pending_reason`` of a queued job whose owner ``name`` is disabled: the
-    scheduler passes it by (:mod:`danlu.server.services.view`) until the owner is enabled."""
+def owner_disabled(name: str, reason: str | None = None) -> str:
+    """The ``pending_reason`` of a queued job whose owner ``name`` is disabled, ``reason``
+    the admin's (:attr:`User.disable_reason`, if any): the scheduler passes it by
+    (:mod:`danlu.server.services.view`) until the owner is enabled."""
+    why = f" ({reason})" if reason else ""
     return (
-        f"owner {name} is disabled: not started until an admin enables them (danlu user "
+        f"owner {name} is disabled{why}: not started until an admin enables them (danlu user "
         f"enable {name})"
     )
 
@@ -212,9 +218,11 @@ def check_enabled(user: User, doing: str, field: str = "name") -> None:
         )
 
 
-def disabled_names(session: Session) -> frozenset[str]:
-    """The names of the disabled users (none in most stores: one small query a round)."""
-    return frozenset(session.scalars(select(User.name).where(User.disabled_at.is_not(None))))
+def disabled_reasons(session: Session) -> dict[str, str]:
+    """The disabled users by name, each with the ``pending_reason`` of their queued jobs
+    (:func:`owner_disabled`; none in most stores: one small query a round)."""
+    query = select(User.name, User.disable_reason).where(User.disabled_at.is_not(None))
+    return {name: owner_disabled(name, reason) for name, reason in session.execute(query)}
 
 
 def disabled_query() -> Select[int]:

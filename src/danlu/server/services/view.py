@@ -491,7 +491,8 @@ def build_snapshot(
                     user_least[owner] = user_least.get(owner, 0.0) + fewest.gpus
     bound = {n for n, q in quotas.items() if can_bind(user_quotas.as_quota(q), cluster)}
     # the disabled owners: their queued jobs are withheld, their running ones grow no more
-    disabled = users.disabled_names(session) if waiting or held else frozenset()
+    disabled_reasons = users.disabled_reasons(session) if waiting or held else {}
+    disabled = frozenset(disabled_reasons)
     pending: list[JobStatus] = []
     withheld: dict[str, str] = {}
     for row, entry in zip(waiting, waiting_entries, strict=True):
@@ -501,7 +502,7 @@ def build_snapshot(
             withheld[entry.job_id] = entry.withheld or "cannot build the job's request"
             continue
         if entry.status.request.user in disabled:  # not started until enabled again
-            withheld[entry.job_id] = users.owner_disabled(entry.status.request.user)
+            withheld[entry.job_id] = disabled_reasons[entry.status.request.user]
             continue
         project_id = row[_PROJECT]
         status = entry.status

@@ -28,6 +28,11 @@ class UserOut(BaseModel):
     disabled_at: float | None = None
     """When an admin disabled the user (their tokens refused, their queued jobs not
     started); null: enabled."""
+    disabled_by: str | None = None
+    """The admin who disabled the user (or last gave the reason); null while enabled, and
+    for a user disabled before it was recorded."""
+    disable_reason: str | None = None
+    """Why the admin disabled the user; null while enabled, or when none was given."""
 
 
 class UserIn(_In):
@@ -51,10 +56,14 @@ class UserPatch(_In):
 class DisableIn(_In):
     """A user's disable (admin): ``cancel_jobs`` true cancels their unfinished jobs too,
     running ones stopped with their grace to checkpoint (default false: running jobs run
-    on, queued ones are not started)."""
+    on, queued ones are not started); ``reason``: why, stored with the admin's name and
+    shown with the user (:func:`~danlu.server.services.disabling.checked_reason`)."""
 
     cancel_jobs: bool = Field(default=False, strict=True)
     """``true`` or ``false`` only (``1`` or ``"yes"`` is a 422 naming it)."""
+    reason: str | None = Field(default=None, strict=True)
+    """At most 200 characters, no control character (else a 422 naming it); left out,
+    null or blank: none (a disabled user's reason is kept)."""
 
 
 class UserJobsOut(BaseModel):
@@ -131,4 +140,6 @@ def user_out(user: User) -> dict[str, Any]:
         "os_user": user.os_user,
         "quota_gpus": user.quota_gpus,
         "disabled_at": user.disabled_at,
+        "disabled_by": user.disabled_by,
+        "disable_reason": user.disable_reason,
     }
