@@ -179,7 +179,7 @@ def _start(
     from danlu.config import parse_option_pairs
     from danlu.core.fake_gpus import parse_fake_gpus
     from danlu.server.main import Prepared, prepare, run
-    from danlu.server.plane_lease import DatabaseInUse
+    from danlu.server.plane_lease import InUseByAnotherPlane
 
     configure_logging()
     try:
@@ -216,7 +216,7 @@ def _start(
             fake_gpus=fake_gpus,
             take_over_lost_home=take_over_lost_home,
         )
-    except DatabaseInUse as exc:  # its own status: systemd must not start it again
+    except InUseByAnotherPlane as exc:  # its own status: systemd must not start it again
         error_line(exc)
         raise typer.Exit(code=exc.exit_code) from None
     except (DanluError, OSError) as exc:

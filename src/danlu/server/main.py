@@ -36,7 +36,7 @@ from danlu.server.db import Database, upgrade_database
 from danlu.server.db.engine import database_shown, sqlite_file
 from danlu.server.gpus import find_inventory
 from danlu.server.home_port import (
-    read_address,
+    jobs_address,
     record_address,
     running_jobs,
     tell_jobs_address,
@@ -50,6 +50,7 @@ from danlu.server.listening import (
 )
 from danlu.server.loops import close_quietly
 from danlu.server.plane_lease import (
+    InUseByAnotherPlane,
     LeaseWatch,
     refuse_foreign_before_upgrading,
     release_scheduler_lease,
@@ -87,12 +88,20 @@ class Prepared:
         self.sock.close()
 
 
+class HomeInUse(InUseByAnotherPlane):
+    """A start-up refused because another running control plane holds the home
+    (:func:`lock_home`): starting again changes nothing until that plane stops, so ``danlu
+    server`` exits :data:`~danlu.server.plane_lease.IN_USE_EXIT`, as for a database another
+    plane uses (it exited 2, and systemd's ``Restart=on-failure`` started it again every few
+    seconds)."""
+
+
 def lock_home(home: Path) -> IO[str]:
     """Hold ``{home}/server.lock`` (an exclusive ``flock``) for as long as the returned file
     stays open: one control plane per home, since two would both launch the home's jobs.
 
     The kernel drops the lock when the process dies, so a crashed server never leaves a
-    stale lock behind. Raises :class:`ConfigError` naming the running server when the home
+    stale lock behind. Raises :class:`HomeInUse` naming the running server when the home
     is taken.
     """
     path = home / "server.lock"
@@ -107,7 +116,7 @@ def lock_home(home: Path) -> IO[str]:
             running = f" (pid {int(info['pid'])}, {info['url']})"
         except (OSError, ValueError, KeyError, TypeError):
             pass
-        raise ConfigError(
+        raise HomeInUse(
             f"home {str(home)!r} is in use by another danlu server{running}; stop that server "
             "or start this one with another --home (DANLU_HOME)"
         ) from None
@@ -267,7 +276,9 @@ def prepare(
     running jobs up as lost: :data:`~danlu.server.plane_lease.TAKE_OVER_FLAG`; with
     ``start_loops`` only), bootstrap the admin token (``{home}/admin.token``,
     mode 0600), find the GPUs, bind the port (for ``port`` 0, the one the home's jobs were
-    told before where it is free: :func:`~danlu.server.listening.listen_for_home`) and build
+    told before, :func:`~danlu.server.home_port.jobs_address`, where it is free:
+    :func:`~danlu.server.listening.listen_for_home`; the jobs still running told where they
+    cannot reach it: :func:`~danlu.server.home_port.tell_jobs_address`) and build
     the app with its local executor, whose reconcile loop holds that lease, then record the
     address the jobs are told (:func:`~danlu.server.home_port.record_address`). The URL handed
     to the jobs and the CLI names :func:`~danlu.server.listening.advertised_host` (this host's
@@ -323,7 +334,7 @@ def prepare(
             if settings.executor != "local"
             else find_inventory(fake_gpus or settings.fake_gpus, announce)
         )
-        recorded = read_address(home)  # what the jobs still running were told
+        recorded = jobs_address(home, settings.db_url)  # what the jobs still running were told
         taken: str | None = None
         if sock is None:
             sock, taken = listen_for_home(host, wanted_port, recorded)
@@ -338,6 +349,8 @@ def prepare(
             taken=taken,
             running=lambda: running_jobs(settings.db_url),
             announce=announce,
+            listening=bound_host,
+            url=url,
         )
         if inventory is None:
             try:

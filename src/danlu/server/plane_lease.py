@@ -4,8 +4,10 @@ The reconcile loop acts only while it holds the ``scheduler`` lease (a :class:`L
 locked with its token, renewed every pass, :func:`scheduler_lease_ttl` seconds long). A
 plane that starts takes it before it serves or runs a pass (:func:`take_scheduler_lease`):
 while another plane holds it, the start waits for it to lapse and is refused when the other
-keeps renewing it. A holder that was a process of this host that is gone (``kill -9``) is
-taken over at once (:func:`take_lease`), so the same home's plane restarts at once.
+keeps renewing it. A holder that was a process of this machine that is gone (``kill -9``)
+is taken over at once (:func:`take_lease`), so the same home's plane restarts at once; one
+of another machine of this host's name (a clone) is not judged by this machine's pids
+(:mod:`~danlu.server.plane_owner`).
 
 The lease also names the home of the plane that last held it (:attr:`Lease.home`, kept when
 given back, :func:`plane_home`): the runs of a home's jobs are that home's executor's
@@ -49,9 +51,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
 import secrets
-import socket
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -65,10 +65,17 @@ from danlu.config import Settings
 from danlu.core.errors import ConfigError
 from danlu.executors.base import JOB_ID_RE
 from danlu.executors.rundirs import RUNS_DIR
-from danlu.executors.supervise import LAUNCH, alive, proc_start_time
+from danlu.executors.supervise import LAUNCH
 from danlu.server.db import Database, Job, Lease, head_revision, make_engine
 from danlu.server.db.migrate import known_older_revision
 from danlu.server.loops import steady_clock
+
+# how the lease names a plane (plane_owner.py; its callers import these four from here too)
+from danlu.server.plane_owner import dead_here as dead_here
+from danlu.server.plane_owner import describe_owner as describe_owner
+from danlu.server.plane_owner import owner_id as owner_id
+from danlu.server.plane_owner import plane_home as plane_home
+from danlu.server.plane_owner import same_plane
 from danlu.server.services import jobs, locks
 from danlu.server.services.projects import HOLDING
 
@@ -97,22 +104,33 @@ LOST_HOME_FIX = (
 )
 """What a refusal of another home's running jobs (:func:`foreign_runs`) says when the home
 that launched them cannot be started again."""
-DATABASE_IN_USE_EXIT = 3
+IN_USE_EXIT = 3
+"""The exit status of ``danlu server`` refused because what it would use is another control
+plane's (:class:`InUseByAnotherPlane`: its database, or its home); any other refused start-up
+exits 2. docs/deploy.md's systemd unit names it in ``RestartPreventExitStatus=``: started
+again every few seconds, such a plane was refused again, for ever."""
+DATABASE_IN_USE_EXIT = IN_USE_EXIT
 """The exit status of ``danlu server`` refused because its database is another control
-plane's (:class:`DatabaseInUse`); any other refused start-up exits 2. docs/deploy.md's
-systemd unit names it in ``RestartPreventExitStatus=``: started again every few seconds, such
-a plane waited out the other's lease and was refused again, for ever."""
+plane's (:class:`DatabaseInUse`): :data:`IN_USE_EXIT`."""
 
 
-class DatabaseInUse(ConfigError):
+class InUseByAnotherPlane(ConfigError):
+    """A start-up refused because what the plane would use is another control plane's (the
+    database: :class:`DatabaseInUse`; the home:
+    :class:`~danlu.server.main.HomeInUse`). Starting again changes nothing until an operator
+    acts (stops that plane, or gives this one another database or home): ``danlu server``
+    exits :data:`IN_USE_EXIT`, which a service manager is told not to restart."""
+
+    exit_code = IN_USE_EXIT
+
+
+class DatabaseInUse(InUseByAnotherPlane):
     """A start-up refused because the database is another control plane's: a live plane
     renews its ``scheduler`` lease (:func:`take_scheduler_lease`,
     :func:`wait_before_upgrading`), or its running jobs were launched from another home
     (:func:`foreign_runs`). Starting again changes nothing until an operator acts (stops that
     plane, gives this one another database, or :data:`TAKE_OVER_FLAG`): ``danlu server``
     exits :data:`DATABASE_IN_USE_EXIT`."""
-
-    exit_code = DATABASE_IN_USE_EXIT
 
 
 EXECUTOR_STATE = "executor"
@@ -123,42 +141,6 @@ EXECUTOR_STATE = "executor"
 def scheduler_lease_ttl(settings: Settings) -> float:
     """Seconds the ``scheduler`` lease lasts unless renewed: five passes, at least 10."""
     return max(LEASE_MIN_TTL, 5 * settings.interval)
-
-
-def plane_home(settings: Settings) -> str:
-    """How the ``scheduler`` lease names a control plane (:attr:`Lease.home`): its home,
-    resolved, with this host's name for the local executor, whose runs are this host's
-    processes under that home's supervisors (a Slurm or Ray plane's runs are the cluster's,
-    their records on the shared home, so its host does not matter)."""
-    home = Path(settings.home).resolve()
-    if settings.executor == "local":
-        return f"{home} on {socket.gethostname()} (local executor)"
-    return f"{home} ({settings.executor} executor)"
-
-
-def owner_id() -> str:
-    pid = os.getpid()
-    return f"{socket.gethostname()}:{pid}:{proc_start_time(pid)}"
-
-
-def describe_owner(owner: str | None) -> str:
-    """``host:pid:start`` as ``pid PID on HOST``."""
-    if not owner:
-        return "an unnamed process"
-    host, _, rest = owner.partition(":")
-    pid = rest.partition(":")[0]
-    return f"pid {pid} on {host}" if pid else owner
-
-
-def dead_here(owner: str | None) -> bool:
-    """True if ``owner`` (``host:pid:start``) was a process on this host that is gone."""
-    if not owner:
-        return False
-    host, _, rest = owner.partition(":")
-    pid, _, start = rest.partition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    return not alive(int(pid), int(start) if start.isdigit() else None)
 
 
 @dataclass(frozen=True)
@@ -296,7 +278,7 @@ def foreign_runs(session: Session, home: str, home_dir: Path) -> str | None:
     are not this plane's executor's to see: polled, each would be unknown and launched again
     (two runs of one job, a cancel stopping one). ``None`` when it may act."""
     previous = read_holder(session).home
-    if previous == home:
+    if same_plane(previous, home):
         return None
     holding = select(Job.id).where(Job.state.in_(HOLDING))
     return _foreign_refusal(previous, home, home_dir, list(session.scalars(holding)))
@@ -307,7 +289,7 @@ def _foreign_refusal(
 ) -> str | None:
     """:func:`foreign_runs`' verdict, given the home the lease names (``previous``) and the
     ids of the jobs that hold GPUs (``holding``)."""
-    if previous == home or not holding:
+    if same_plane(previous, home) or not holding:
         return None
     if previous is None and recorded_here(home_dir, holding):
         return None
