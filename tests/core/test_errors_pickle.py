@@ -25,6 +25,7 @@ from danlu.core.errors import DanluError, SpecError, UnknownNameError
 from danlu.core.metric_record import RecordError
 from danlu.core.paging import StalledListError
 from danlu.executors.errors import NodeLaunchError, PartitionClosedError
+from danlu.executors.ray_claim import ClaimRecord, ClusterClaimedError
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "danlu"
 
@@ -49,6 +50,9 @@ def _samples() -> dict[str, DanluError]:
         "core/paging.py:StalledListError": StalledListError(7, 4),
         "executors/errors.py:NodeLaunchError": NodeLaunchError("no GPU", nodes=("n1",)),
         "executors/errors.py:PartitionClosedError": PartitionClosedError("closed", "gpu", "DRAIN"),
+        "executors/ray_claim.py:ClusterClaimedError": ClusterClaimedError(
+            "claimed", ClaimRecord("id1", "/srv/danlu", "h1", 42, "http://h1:8470", 1.5)
+        ),
         "server/home_port.py:ListenError": ListenError("cannot listen", "Address already in use"),
         "server/errors.py:NotFoundError": server_errors.NotFoundError("job", "abc", "id", "?"),
         "server/errors.py:_FieldError": server_errors._FieldError("taken", field="name"),
