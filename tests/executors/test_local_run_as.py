@@ -170,7 +170,7 @@ def test_the_control_plane_runs_each_job_as_its_users_account(
     assert "wrote checkpoint" in log and "denied listing" in log
     assert (refused.value.status, refused.value.field) == (422, "user")
     assert "no OS account named 'dl-no-account'" in refused.value.message
-    assert (sweep_refused.value.status, sweep_refused.value.field) == (422, "user")
+    assert (sweep_refused.value.status, sweep_refused.value.field) == (422, "trial.user")
     assert f"uid {os_account(os_user).uid}" in mapped_log
     assert stat.S_IMODE(home.stat().st_mode) == 0o711
     assert stat.S_IMODE((home / "admin.token").stat().st_mode) == 0o600
