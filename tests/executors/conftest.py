@@ -1,6 +1,8 @@
 """The ``slurm`` fixture (the test Slurm cluster of :mod:`slurm_cluster`, one per module),
-the ``os_user`` fixture (an OS account to start jobs as) and the ``ex`` fixture (a local
-executor of one GPU; a module that needs another executor defines an ``ex`` of its own)."""
+the ``os_user`` fixture (an OS account to start jobs as), the ``ex`` fixture (a local
+executor of one GPU; a module that needs another executor defines an ``ex`` of its own) and
+the ``fake`` fixture (the fake Ray of :mod:`fake_ray` with nodes ``n1`` and ``n2`` of four
+GPUs, installed in place of ``ray``; a module that needs other nodes defines its own)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fake_ray import FakeRay, node
 from slurm_cluster import SlurmCluster, available, slurm_cluster
 
 from danlu.core.cluster import Cluster
@@ -53,3 +56,13 @@ def ex(tmp_path: Path) -> LocalExecutor:
         base_env={"PATH": "/usr/bin:/bin"},
         cancel_grace=1.0,
     )
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeRay]:
+    """The fake Ray with nodes ``n1`` and ``n2``, installed; its actors closed after."""
+    ray = FakeRay([node("n1"), node("n2")]).install(monkeypatch)
+    try:
+        yield ray
+    finally:
+        ray.close_all()

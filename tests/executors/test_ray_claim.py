@@ -9,11 +9,10 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_ray import FakeActorClass, FakeRay, node
+from fake_ray import FakeActorClass, FakeRay
 
 from danlu.core.errors import ConfigError
 from danlu.executors import ray_claim
@@ -26,15 +25,6 @@ from danlu.executors.ray_claim import (
     home_id,
 )
 from danlu.executors.ray_executor import RayExecutor
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeRay]:
-    ray = FakeRay([node("n1"), node("n2")]).install(monkeypatch)
-    try:
-        yield ray
-    finally:
-        ray.close_all()
 
 
 def plane(home: Path, url: str | None = "http://a-host:8470") -> RayExecutor:

@@ -4,24 +4,14 @@ server`` prints it and exits 2) naming that plane; once it has stopped, the seco
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_ray import FakeRay, node
+from fake_ray import FakeRay
 
 import danlu.server.main as main
 from danlu.config import load_settings
 from danlu.core.errors import ConfigError
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeRay]:
-    ray = FakeRay([node("n1"), node("n2")]).install(monkeypatch)
-    try:
-        yield ray
-    finally:
-        ray.close_all()
 
 
 def start(home: Path) -> main.Prepared:

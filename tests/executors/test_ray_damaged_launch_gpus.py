@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import os
 import types
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_ray import FakeRay, node
+from fake_ray import FakeRay
 from run_helpers import launch
 
 from danlu.core.cluster import Cluster, Node
@@ -23,15 +22,6 @@ pytestmark = pytest.mark.xdist_group("ray")
 
 LONG = "import time; time.sleep(60)"
 CLUSTER = Cluster((Node("n1", 4), Node("n2", 2)), "ray")
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeRay]:
-    ray = FakeRay([node("n1"), node("n2")]).install(monkeypatch)
-    try:
-        yield ray
-    finally:
-        ray.close_all()
 
 
 def _damaged(fake: FakeRay, state: Path) -> Path:

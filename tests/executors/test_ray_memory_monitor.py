@@ -11,12 +11,11 @@ text as Ray 2.x words it); the executor's poll against a fake Ray (:mod:`fake_ra
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_ray import FakeRay, node
+from fake_ray import FakeRay
 from run_helpers import launch
 
 from danlu.executors import GpuSlot, Outcome, RunState, StopReason
@@ -111,15 +110,6 @@ def test_a_memory_monitor_kill_is_the_jobs_out_of_memory_not_a_lost_node() -> No
     )
     during_preemption = memory_killed_result(["n1"], {0: SAID}, 100.0, StopReason.PREEMPT)
     assert during_preemption["outcome"] == Outcome.PREEMPTED.value
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeRay]:
-    ray = FakeRay([node("n1"), node("n2")]).install(monkeypatch)
-    try:
-        yield ray
-    finally:
-        ray.close_all()
 
 
 @pytest.fixture

@@ -6,11 +6,10 @@ re-queued the job at once, onto the same node, for ever)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_ray import ActorDiedError, FakeRay, node
+from fake_ray import ActorDiedError, FakeRay
 from run_helpers import launch
 
 from danlu.executors import ExecutorUnavailableError, GpuSlot, Handle, Outcome, RunState
@@ -20,15 +19,6 @@ from danlu.executors.ray_executor import RayExecutor
 pytestmark = pytest.mark.xdist_group("ray")
 
 SLEEP = "import time; time.sleep(60)"
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeRay]:
-    ray = FakeRay([node("n1"), node("n2")]).install(monkeypatch)
-    try:
-        yield ray
-    finally:
-        ray.close_all()
 
 
 @pytest.fixture

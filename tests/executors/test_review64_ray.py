@@ -13,7 +13,6 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,15 +41,6 @@ class Clock:
 
     def __call__(self) -> float:
         return time.time() + self.skew
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeRay]:
-    ray = FakeRay([node("n1"), node("n2")]).install(monkeypatch)
-    try:
-        yield ray
-    finally:
-        ray.close_all()
 
 
 @pytest.fixture
