@@ -26,6 +26,23 @@ from danlu.server.db import Database, upgrade_database
 BACKENDS = ["sqlite", "postgresql"]
 
 
+BROWSER_WAIT_MS = 15_000
+"""How long a dashboard test's ``expect(...)`` waits for the page to show a thing (Playwright's
+default is 5 s): the page's first load makes several API calls, and with the suite's workers
+on every core it took over 5 s in CI now and then. A wait, not a timing check: a page that
+shows the thing sooner passes sooner."""
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _browser_waits() -> None:
+    """Playwright's assertions wait :data:`BROWSER_WAIT_MS` in every dashboard test."""
+    try:
+        from playwright.sync_api import expect
+    except ImportError:  # no browser tests without it
+        return
+    expect.set_options(timeout=BROWSER_WAIT_MS)
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer | None]:
     bindir = pg_bin()
