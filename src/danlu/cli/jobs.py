@@ -35,15 +35,6 @@ from danlu.cli.options import (
     fail as fail,  # re-exported: the commands' modules call common.fail
 )
 from danlu.cli.output import quiet_stdout
-from danlu.cli.spec_build import (  # re-exported: their import path before the module split
-    set_path as set_path,
-)
-from danlu.cli.spec_build import (
-    set_value as set_value,
-)
-from danlu.cli.spec_build import (
-    spec_body as spec_body,
-)
 from danlu.client import Client
 from danlu.client.errors import NoServerError
 from danlu.config import load_client_settings
