@@ -110,8 +110,9 @@ def test_a_later_task_whose_dependency_can_never_hold_fails_the_array(db: Databa
         failed = sweeps.get(s, sweep_id)
         assert failed.state == "FAILED"
         assert failed.reason == (
-            f"task 2 could not be submitted: depends_on.0.job: the job {prep} (prep) it "
-            "depends on ended CANCELLED and will never succeed: this job could never run"
+            f"task 2 could not be submitted: the job {prep} (prep) it depends on ended "
+            "CANCELLED and will never succeed: this job could never run (field "
+            "trial.depends_on.0.job)"
         )
 
 

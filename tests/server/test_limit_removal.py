@@ -2,7 +2,8 @@
 or Slurm's ``"UNLIMITED"``, :mod:`danlu.server.services.job_changes`): the job's limits are
 gone (an event says so), the reconcile loop's limit check stops it no more, a stop already
 requested stays requested (as a new limit is refused then), null in a change still leaves a
-field as it is, and a job spec refuses the word."""
+field as it is, and a job spec refuses the word. A rerun's changes (``POST /jobs/{id}/rerun``)
+read both as a change does: null keeps the finished job's limit, the word removes it."""
 
 from __future__ import annotations
 
@@ -89,14 +90,14 @@ def test_a_stop_already_requested_stays_when_the_limit_is_removed(sqlite_db: Dat
         assert job.cancel_reason is not None and job.cancel_reason.startswith("time limit")
 
 
-def test_only_a_change_takes_the_word(sqlite_db: Database) -> None:
+def test_a_job_spec_refuses_the_word(sqlite_db: Database) -> None:
     alice, job_id = _running(sqlite_db)
     for word in ("none", "UNLIMITED"):
         with sqlite_db.session() as s, pytest.raises(SpecError) as refused:
             jobs.submit(s, {**BODY, "time_limit": word}, alice, now=NOW)
         assert refused.value.field == "time_limit"
         with sqlite_db.read_session() as s, pytest.raises(SpecError) as refused:
-            spec_with(jobs.job_spec(jobs.get_job(s, job_id)), {"deadline": word})  # a rerun's
+            spec_with(jobs.job_spec(jobs.get_job(s, job_id)), {"deadline": word})  # as a spec
         assert refused.value.field == "deadline"
     with sqlite_db.session() as s, pytest.raises(SpecError) as refused:
         change_job(s, job_id, JobChange(deadline="nonee"), alice, now=NOW + 20)
@@ -125,3 +126,41 @@ def test_patch_removes_a_limit_with_the_word_and_keeps_it_for_null(tmp_path: Pat
         out = removed.json()
         assert (out["time_limit"], out["deadline_at"], out["notes"]) == (None, None, [])
         assert (out["spec"]["time_limit"], out["spec"]["deadline"]) == (None, None)
+
+
+def test_a_rerun_keeps_a_limit_for_null_and_removes_it_for_the_word(tmp_path: Path) -> None:
+    """A rerun's null dropped the finished job's time limit and deadline, where a PATCH's
+    leaves them, and its ``"none"`` was refused as no duration."""
+    settings = load_settings(home=tmp_path, fake_gpus="4x80GiB")
+    db = Database(settings.db_url)
+    with TestClient(create_app(settings, start_loops=False)) as http:
+        with db.session() as s:
+            token = users.issue_token(s, users.create_user(s, "alice", now=NOW), now=NOW)
+        db.dispose()
+        http.headers["Authorization"] = f"Bearer {token}"
+        job = http.post("/api/v1/jobs", json={**BODY, "time_limit": "1h", "deadline": "1d"})
+        first = job.json()["id"]
+        assert http.post(f"/api/v1/jobs/{first}/cancel").status_code == 200
+        rerun = f"/api/v1/jobs/{first}/rerun"
+
+        def limits(body: dict[str, object]) -> tuple[object, object, str]:
+            """The new job's spec's time limit and deadline, and its first event."""
+            again = http.post(rerun, json=body)
+            assert again.status_code == 201, again.text
+            new = again.json()["id"]
+            told = http.get(f"/api/v1/jobs/{new}/events").json()[0]["reason"]
+            return again.json()["spec"]["time_limit"], again.json()["spec"]["deadline"], told
+
+        kept = limits({"time_limit": None, "deadline": None})
+        assert kept == (3600, 86400, f"submitted by alice (rerun of {first})")
+        removed = limits({"time_limit": "none", "deadline": " UNLIMITED"})
+        assert removed == (
+            None,
+            None,
+            f"submitted by alice (rerun of {first}; changed time_limit, deadline)",
+        )
+        assert limits({"deadline": None, "time_limit": "2h"})[:2] == (7200, 86400)
+        refused = http.post(rerun, json={"deadline": "nevr"})
+        assert refused.status_code == 422, refused.text
+        error = refused.json()["error"]
+        assert error["field"] == "deadline" and "write none (or UNLIMITED)" in error["message"]

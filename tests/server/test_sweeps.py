@@ -20,7 +20,7 @@ from danlu.executors import Outcome
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database, User
 from danlu.server.errors import AdmissionError, ConflictError, PermissionDenied
-from danlu.server.services import cluster, events, jobs, metrics, sweeps, users
+from danlu.server.services import cluster, events, jobs, members, metrics, projects, sweeps, users
 
 NOW = 1_000_000.0
 NODE = Node("a", 2, gpu_type("H100"))
@@ -186,7 +186,29 @@ def test_a_trial_that_can_no_longer_be_submitted_fails_the_sweep(db: Database) -
         assert sweeps.advance(s, sweep.id, NOW + 1) == ([], [])
         failed = sweeps.get(s, sweep.id)
         assert failed.state == "FAILED"
-        assert failed.reason.startswith("trial 1 could not be submitted: resources.gpus")
+        assert failed.reason.startswith("trial 1 could not be submitted: asks for 2 GPUs")
+        assert failed.reason.endswith(" (field trial.resources.gpus)"), failed.reason
+
+
+def test_a_later_trials_refusal_names_its_field_after_the_words(sqlite_db: Database) -> None:
+    """The refusal's text glued its field before its words: ``trial 1 could not be
+    submitted: project: 'alice' is not a member ...``; the field comes after, as the
+    sweep's spec names it."""
+    with sqlite_db.session() as s:
+        alice = user_and_nodes(s, (NODE,), NOW)
+        users.create_user(s, "bob", now=NOW)
+        sweep = sweeps.create(s, _sweep(parallel=1), alice, now=NOW)
+        jobs.cancel_job(s, sweeps.results(s, sweep)[0].job_id, alice, now=NOW)
+        default = projects.get_project(s, "default")
+        members.set_members(s, default, ["bob"])  # alice is no member from now on
+        assert sweeps.advance(s, sweep.id, NOW + 1) == ([], [])
+        failed = sweeps.get(s, sweep.id)
+    assert (failed.state, failed.reason) == (
+        "FAILED",
+        "trial 1 could not be submitted: 'alice' is not a member of project 'default'; an "
+        "admin adds them with: danlu project set default --members ...,alice (field "
+        "trial.project)",
+    )
 
 
 @pytest.mark.parametrize("values", [[0.1, 0.01], [0.1]], ids=["a-trial-left", "all-ended"])

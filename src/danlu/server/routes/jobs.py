@@ -297,7 +297,9 @@ def rerun_job(
     stays the same. The body, when given, changes fields of the spec, written as a job spec
     writes them (``{"resources": {"gpus": 2}, "time_limit": "4h", "env": {"SEED": "2"}}``: a
     mapping is merged into the spec's, any other value replaces the field), validated as a
-    submission is (422 naming the field). 409 for a job that has not finished. The reply
+    submission is (422 naming the field); as in ``PATCH /jobs/{id}``, a ``time_limit`` or
+    ``deadline`` given as null is left out (the job's is kept) and ``"none"`` (or
+    ``"UNLIMITED"``) removes it. 409 for a job that has not finished. The reply
     carries the new submission's ``notes``, as ``POST /jobs``'s does (its ``gpu_memory:
     auto`` is resolved again); the new job's first event names the job it reruns and the
     fields changed."""
@@ -307,7 +309,7 @@ def rerun_job(
         spec, rerun_of = jobs.rerun_spec(job), job.id
     if changes:
         try:
-            spec = job_changes.spec_with(spec, changes)
+            spec = job_changes.rerun_with(spec, changes)
         except SpecError as exc:
             raise body_named(exc) from None
     return _submitted(spec, user, state, job_changes.rerun_told(rerun_of, changes))

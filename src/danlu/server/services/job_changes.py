@@ -1,12 +1,13 @@
 """Changing a job's spec: an unfinished job's fields (``PATCH /jobs/{id}``:
 :func:`change_job`) and a finished job's spec submitted again with changes (``POST
-/jobs/{id}/rerun``: :func:`spec_with`), each validated as a submission's spec is.
+/jobs/{id}/rerun``: :func:`rerun_with`), each validated as a submission's spec is.
 
 An unfinished job's ``priority``, ``time_limit`` and ``deadline`` (:data:`LIVE_FIELDS`)
 change in any state and take effect with no restart: the next round ranks it anew, and
 every pass checks the limits. A time limit or deadline is removed with the word ``none``
-(or Slurm's ``UNLIMITED``, any case: :data:`REMOVALS`), which only a change takes: a job
-spec refuses it, and a null field is one left out. Its ``resources`` and ``max_restarts``
+(or Slurm's ``UNLIMITED``, any case: :data:`REMOVALS`), which only a change (or a rerun's
+changes) takes: a job spec refuses it, and a null field is one left out, in a rerun's
+changes too (the finished job's limit is kept). Its ``resources`` and ``max_restarts``
 (:data:`QUEUED_FIELDS`) change only while it is PENDING: a start reads them. Each change is
 recorded in an event of the job whose state is the same before and after (``changed by
 alice: time_limit 1h -> 2h``); webhooks, told of state changes, are not told of it.
@@ -134,10 +135,48 @@ def changed_paths(changes: Mapping[str, Any], prefix: str = "") -> list[str]:
     return out
 
 
+def rerun_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """A rerun's ``changes`` (``POST /jobs/{id}/rerun``'s body) as :func:`spec_with` takes
+    them, their time limit and deadline read as a :class:`JobChange` reads them: null is a
+    field left out (the finished job's is kept), a word of :data:`REMOVALS` removes it
+    (None). Other fields stay as given: a null there replaces the field, as a job spec's
+    null leaves it unset."""
+    out: dict[str, Any] = {}
+    for name, value in changes.items():
+        if name in REMOVABLE:
+            if value is None:
+                continue
+            value = None if removes(value) else value
+        out[name] = value
+    return out
+
+
+def rerun_with(spec: JobSpec, changes: Mapping[str, Any]) -> JobSpec:
+    """``spec`` (a finished job's, :func:`~danlu.server.services.jobs.rerun_spec`) with a
+    rerun's ``changes`` as :func:`rerun_changes` reads them (:func:`spec_with`); a refused
+    time limit or deadline says how to remove it, as a change's does."""
+    return _with_removal_hint(spec, rerun_changes(changes))
+
+
+def _with_removal_hint(spec: JobSpec, changes: Mapping[str, Any]) -> JobSpec:
+    """:func:`spec_with`, its :class:`SpecError` for a time limit or deadline saying how to
+    remove one (the word ``none``, which a job spec refuses)."""
+    try:
+        return spec_with(spec, changes)
+    except SpecError as exc:
+        if exc.field not in REMOVABLE:
+            raise
+        what = "time limit" if exc.field == "time_limit" else "deadline"
+        raise SpecError(
+            exc.field, f"{exc.message}; to remove the {what}, write none (or UNLIMITED)"
+        ) from None
+
+
 def rerun_told(job_id: str, changes: Mapping[str, Any] | None) -> str:
     """What the first event of a rerun of job ``job_id`` says of it: ``rerun of ID``, and
-    the fields ``changes`` set (``; changed resources.gpus, time_limit``)."""
-    paths = changed_paths(changes or {})
+    the fields ``changes`` set (``; changed resources.gpus, time_limit``; a time limit or
+    deadline given as null is not one: :func:`rerun_changes`)."""
+    paths = changed_paths(rerun_changes(changes or {}))
     return f"rerun of {job_id}" + (f"; changed {', '.join(paths)}" if paths else "")
 
 
@@ -189,15 +228,7 @@ def changed_spec(job: Job, change: JobChange) -> JobSpec | None:
     changes = change.spec_changes()
     if not changes:
         return None
-    try:
-        spec = spec_with(jobs.job_spec(job), changes)
-    except SpecError as exc:
-        if exc.field not in REMOVABLE:
-            raise
-        what = "time limit" if exc.field == "time_limit" else "deadline"
-        raise SpecError(
-            exc.field, f"{exc.message}; to remove the {what}, write none (or UNLIMITED)"
-        ) from None
+    spec = _with_removal_hint(jobs.job_spec(job), changes)
     admission.check_spec_shape(spec)
     return spec
 

@@ -243,6 +243,19 @@ def in_trial(exc: TrialError) -> TrialError:
     return SpecError(field, exc.message)
 
 
+def refusal_words(exc: DanluError) -> str:
+    """A later trial's refusal ``exc`` as the reason of the sweep it fails says it: its
+    words, then the field of the sweep's spec it names (:func:`in_trial`) in parentheses
+    (``can never start: ... (field trial.resources.gpus)``), not glued before them as the
+    error's text has it, where it read as prose (``project: 'alice' is not a member ...``);
+    an error naming no field as its text says it."""
+    if isinstance(exc, SpecError | AdmissionError | PermissionDenied | ConflictError):
+        field = in_trial(exc).field
+        if exc.field and field:
+            return f"{exc.message} (field {field})"
+    return str(exc)
+
+
 def get(session: Session, sweep_id: str, viewer: User | None = None) -> Sweep:
     """The sweep with id ``sweep_id`` or a unique prefix of 4+ of its characters (a non-admin
     ``viewer`` sees only their own)."""
@@ -323,8 +336,8 @@ def advance(
     except ConflictError:
         raise  # a concurrent change: the next pass tries again
     except DanluError as exc:  # the spec, the quota, the inventory or the owner's rights
-        trial = kind_words(spec).trial
-        _end(sweep, FAILED, f"{trial} {sweep.submitted} could not be submitted: {exc}", t)
+        said = f"{kind_words(spec).trial} {sweep.submitted} could not be submitted"
+        _end(sweep, FAILED, f"{said}: {refusal_words(exc)}", t)
         session.flush()
         return stopped, []
     if sweep.submitted >= spec.total and not trials.unfinished():
