@@ -24,7 +24,7 @@ from danlu.client.errors import (
 from danlu.core.errors import DanluError, SpecError, UnknownNameError
 from danlu.core.metric_record import RecordError
 from danlu.core.paging import StalledListError
-from danlu.executors.errors import NodeLaunchError, PartitionClosedError
+from danlu.executors.errors import GpusBusyError, NodeLaunchError, PartitionClosedError
 from danlu.executors.ray_claim import ClaimRecord, ClusterClaimedError
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "danlu"
@@ -50,6 +50,7 @@ def _samples() -> dict[str, DanluError]:
         "core/paging.py:StalledListError": StalledListError(7, 4),
         "executors/errors.py:NodeLaunchError": NodeLaunchError("no GPU", nodes=("n1",)),
         "executors/errors.py:PartitionClosedError": PartitionClosedError("closed", "gpu", "DRAIN"),
+        "executors/errors.py:GpusBusyError": GpusBusyError("busy", {"j1": [(0, 1)]}),
         "executors/ray_claim.py:ClusterClaimedError": ClusterClaimedError(
             "claimed", ClaimRecord("id1", "/srv/danlu", "h1", 42, "http://h1:8470", 1.5)
         ),

@@ -28,18 +28,23 @@ STATE_STYLE: dict[str, str] = {
 
 
 NOT_LAUNCHED = "not launched"
-"""What follows the state of a RUNNING job whose current run the executor has not launched
-yet (the API's ``launched`` false): placed, it holds its GPUs but runs nothing, so no output
-comes yet. The dashboard's Jobs table (``jobs.js``) says the same."""
+"""What follows the state of a job holding GPUs (RUNNING, PREEMPTING) whose current run the
+executor has not launched (the API's ``launched`` false): placed, or stopped before its
+launch, it holds its GPUs but runs nothing, so no output comes. The dashboard's Jobs table
+(``jobs.js``) says the same, also for a held job (its ``why`` says it is held)."""
+
+HOLDING_STATES = ("RUNNING", "PREEMPTING")
+"""The states of a job that holds GPUs: those whose run may be not launched."""
 
 
 def state_text(state: str, launched: bool = True, stacked: bool = False) -> Text:
     """A job state, coloured; a state no danlu sends (another version's, a bad reply's) is
-    shown with its control characters written as escapes, never acted on. A RUNNING job
-    whose run is not ``launched`` reads ``RUNNING (not launched)`` (:data:`NOT_LAUNCHED`);
-    ``stacked``, ``not launched`` on a line under ``RUNNING`` (a narrow table's cell)."""
+    shown with its control characters written as escapes, never acted on. A job holding
+    GPUs whose run is not ``launched`` reads ``RUNNING (not launched)`` or ``PREEMPTING (not
+    launched)`` (:data:`NOT_LAUNCHED`); ``stacked``, ``not launched`` on a line under the
+    state (a narrow table's cell)."""
     text = Text(visible(state), style=STATE_STYLE.get(state, ""))
-    if state == "RUNNING" and not launched:
+    if state in HOLDING_STATES and not launched:
         note = f"\n{NOT_LAUNCHED}" if stacked else f" ({NOT_LAUNCHED})"
         text.append(note, style=STATE_STYLE["PENDING"])
     return text

@@ -462,6 +462,8 @@ def busy_gpus(launch: JobLaunch, held: Iterable[HeldGpus]) -> None:
     launch waits for it to exit instead of sharing a GPU it was promised whole."""
     whole = {(slot.node, slot.gpu) for slot in launch.gpus if slot.memory is None}
     wanted = {(slot.node, slot.gpu) for slot in launch.gpus}
+    holders: dict[str, set[tuple[int, int]]] = {}  # every such run's, for the error
+    said = ""  # the first one's, for the message
     for run in held:
         if run.job_id == launch.job_id:
             continue
@@ -469,12 +471,16 @@ def busy_gpus(launch: JobLaunch, held: Iterable[HeldGpus]) -> None:
         if not run.stopping and run.shared:
             overlap &= whole
         if overlap:
-            where = ", ".join(f"{node}/{gpu}" for node, gpu in sorted(overlap))
-            why = "which is stopping" if run.stopping else "which still runs"
-            raise GpusBusyError(
-                f"GPU(s) {where} (node/gpu) of job {launch.job_id} are still held by job "
-                f"{run.job_id}, {why}; launch it once that run has exited"
-            )
+            holders.setdefault(run.job_id, set()).update(overlap)
+            if not said:
+                where = ", ".join(f"{node}/{gpu}" for node, gpu in sorted(overlap))
+                why = "which is stopping" if run.stopping else "which still runs"
+                said = (
+                    f"GPU(s) {where} (node/gpu) of job {launch.job_id} are still held by job "
+                    f"{run.job_id}, {why}; launch it once that run has exited"
+                )
+    if said:
+        raise GpusBusyError(said, {job: sorted(gpus) for job, gpus in holders.items()})
 
 
 def job_environment(

@@ -15,7 +15,7 @@ DanluError
 from __future__ import annotations
 
 import errno
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Mapping
 
 from danlu.core.errors import DanluError, SpecError
 
@@ -39,7 +39,20 @@ class JobAlreadyRunningError(ExecutorError):
 class GpusBusyError(ExecutorError):
     """A launch onto GPUs that a run asked to stop (another job's, preempted, moved or
     cancelled) still holds: the control plane already counts them free, the GPUs do not
-    yet. Submit again once that run has exited."""
+    yet. Submit again once that run has exited.
+
+    ``holders``: the jobs whose live runs hold some of the launch's GPUs, by job id, each
+    with those GPUs as ``(node, gpu)`` indices of the executor's cluster; empty where the
+    executor does not say (the control plane names them in the job's reason: a run a move
+    left is recorded on no GPU in its store)."""
+
+    def __init__(
+        self, message: str, holders: Mapping[str, Iterable[tuple[int, int]]] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.holders: dict[str, tuple[tuple[int, int], ...]] = {
+            job: tuple(gpus) for job, gpus in (holders or {}).items()
+        }
 
 
 class ExecutorUnavailableError(ExecutorError):

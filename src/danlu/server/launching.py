@@ -52,7 +52,12 @@ from danlu.server.run_as import give_to
 from danlu.server.run_exits import storable
 from danlu.server.services import jobs, locks, nodes, users
 from danlu.server.services.admission import relative_file_url
-from danlu.server.services.job_reasons import PARTITION_CLOSED, UNREACHED
+from danlu.server.services.job_reasons import (
+    PARTITION_CLOSED,
+    UNREACHED,
+    WAITING_FOR_RUNS,
+    busy_reason,
+)
 from danlu.server.services.projects import HOLDING
 from danlu.server.services.view import lost_gpus, to_allocation
 
@@ -249,8 +254,9 @@ class LaunchStep:
         except JobAlreadyRunningError:  # its previous run still exits: launched a pass later
             self._discard_token(job_id, launch.token, report)
             self._stop_previous(job_id, attempt, report)
-        except GpusBusyError:  # another job's run still holds one of its GPUs: next pass
+        except GpusBusyError as exc:  # another job's run still holds one of its GPUs: next pass
             self._discard_token(job_id, launch.token, report)
+            self._note_busy(job_id, attempt, exc, report)
         except ExecutorUnavailableError as exc:  # e.g. Slurm's controller down: next pass
             log.warning("reconcile: cannot launch %s now: %s", job_id, exc)
             report.errors.append(f"launch {job_id}: {exc}")
@@ -360,32 +366,64 @@ class LaunchStep:
         )
         try:
             with self.db.session() as session:
-                session.execute(
-                    update(Job)
-                    .where(
-                        Job.id == job_id,
-                        Job.lock_token == self.token,
-                        Job.attempt == attempt,
-                        Job.state == JobState.RUNNING.value,
-                        Job.held_at.is_(None),
-                        Job.pending_reason.is_distinct_from(reason),
-                    )
-                    .values(pending_reason=reason)
-                    .execution_options(synchronize_session=False)
-                )
+                self._write_wait(session, job_id, attempt, reason)
         except (DanluError, SQLAlchemyError) as exc:  # advice only: never the pass's end
             report.errors.append(f"launch {job_id}: cannot record why it waits: {exc}")
 
-    def _clear_unreached(self, session: Session, job_ids: list[str]) -> None:
-        """Clear the reason :meth:`_note_unreached` gave ``job_ids``, launched now (rows this
-        loop holds), in ``session``'s transaction; another reason (a hold's) stays."""
+    def _note_busy(
+        self, job_id: str, attempt: int, error: GpusBusyError, report: RoundReport
+    ) -> None:
+        """Say in the ``pending_reason`` of ``job_id`` (RUNNING, its run ``attempt`` not
+        launched) which other jobs' runs still hold its GPUs, as the executor's refusal names
+        them (:func:`~danlu.server.services.job_reasons.busy_reason`): a run a move left is
+        recorded on no GPU in the store, so ``danlu why`` could name it from nothing else.
+        Written, left and cleared as :meth:`_note_unreached`'s reason; nothing when the
+        executor named no holder."""
+        if not error.holders:
+            return
+        try:
+            names = [node.name for node in self.executor.inventory().nodes]
+            holders = {
+                held: [f"{names[n] if 0 <= n < len(names) else n}:{gpu}" for n, gpu in gpus]
+                for held, gpus in error.holders.items()
+            }
+            with self.db.session() as session:
+                job = session.scalar(select(Job).where(Job.id == job_id))
+                reason = None if job is None else busy_reason(session, job, holders)
+                if reason is not None:
+                    self._write_wait(session, job_id, attempt, storable(reason))
+        except (DanluError, SQLAlchemyError) as exc:  # advice only: never the pass's end
+            report.errors.append(f"launch {job_id}: cannot record why it waits: {exc}")
+
+    def _write_wait(self, session: Session, job_id: str, attempt: int, reason: str) -> None:
+        """Set ``reason`` as the ``pending_reason`` of ``job_id`` while this loop holds its
+        row, its run ``attempt`` is its current one, it is RUNNING and not held (a hold's
+        reason names who held it), and the reason differs: a Core UPDATE that leaves the
+        job's version (a reason is advice, not state)."""
         session.execute(
             update(Job)
             .where(
-                Job.id.in_(job_ids),
+                Job.id == job_id,
                 Job.lock_token == self.token,
-                Job.pending_reason.startswith(UNREACHED, autoescape=True),
+                Job.attempt == attempt,
+                Job.state == JobState.RUNNING.value,
+                Job.held_at.is_(None),
+                Job.pending_reason.is_distinct_from(reason),
             )
+            .values(pending_reason=reason)
+            .execution_options(synchronize_session=False)
+        )
+
+    def _clear_unreached(self, session: Session, job_ids: list[str]) -> None:
+        """Clear the reason :meth:`_note_unreached` or :meth:`_note_busy` gave ``job_ids``,
+        launched now (rows this loop holds), in ``session``'s transaction; another reason (a
+        hold's) stays."""
+        noted = Job.pending_reason.startswith(UNREACHED, autoescape=True) | (
+            Job.pending_reason.startswith(WAITING_FOR_RUNS, autoescape=True)
+        )
+        session.execute(
+            update(Job)
+            .where(Job.id.in_(job_ids), Job.lock_token == self.token, noted)
             .values(pending_reason=None)
             .execution_options(synchronize_session=False)
         )

@@ -132,6 +132,18 @@ function setLog(text) {
   pre.scrollTop = atEnd ? pre.scrollHeight : top;
 }
 
+function panelNote(job, reason) {
+  // what follows the job's state in its panel, before its why: " (not launched)" for a run
+  // not launched (notLaunched of jobs.js) where its reason does not say so already
+  // ("RUNNING (not launched): placed on n1:0, launching", but "RUNNING: placed on n1:0, not
+  // launched yet: waiting for job X to free n1:0", "PREEMPTING: placed on n1:0, not
+  // launched: stopped before its launch, ..." and "RUNNING: not launched: the cluster
+  // cannot be ..."); a held job's why says it is held
+  const told = typeof reason === "string" && (reason.startsWith("not launched") ||
+    (reason.startsWith("placed on ") && reason.includes(", not launched")));
+  return notLaunched(job) && !told ? " (not launched)" : "";
+}
+
 async function showJob(id, round) {
   // open the job's panel; round: the generation of the refresh that refreshes the open one
   // (nothing if another job opened, or a newer refresh began, meanwhile)
@@ -163,15 +175,8 @@ async function showJob(id, round) {
     const ended = shownEnded && job.finished_at !== null
       ? " (ended " + new Date(job.finished_at * 1000).toLocaleString() + ")"
       : "";
-    // a run not launched yet: said where its reason does not say so already ("RUNNING (not
-    // launched): placed on n1:0, launching", but "RUNNING: placed on n1:0, not launched yet:
-    // waiting for job X to free n1:0" and "RUNNING: not launched: the cluster cannot be ...")
-    const told = typeof why.reason === "string" && (why.reason.startsWith("not launched") ||
-      (why.reason.startsWith("placed on ") && why.reason.includes(", not launched yet: ")));
-    const unlaunched = job.state === "RUNNING" && job.launched === false && !told;
-    const note = unlaunched ? " (not launched)" : "";
     document.getElementById("detail-why").textContent =
-      job.state + note + afterState(job.state, why.reason) + ended;  // "RUNNING on n1:0"
+      job.state + panelNote(job, why.reason) + afterState(job.state, why.reason) + ended;
     document.getElementById("detail-energy").textContent = energyText(job.energy_joules);
     showActions(job);
     renderMetrics(records);

@@ -77,16 +77,24 @@ function gpusText(job) {
   return job.gpu_memory ? gpus + " x " + bytes(job.gpu_memory) : String(gpus);
 }
 
+function notLaunched(job) {
+  // a job holding GPUs (RUNNING, PREEMPTING) whose current run the executor has not launched
+  // (the API's launched false; a server older than the field sends none): placed, or
+  // stopped before its launch, nothing runs, so no output comes
+  return (job.state === "RUNNING" || job.state === "PREEMPTING") && job.launched === false;
+}
+
 function stateNote(job) {
-  // what follows a job's state: " (held)", " (waiting)" for a dependency, " (not launched)"
-  // for a RUNNING job whose run the executor has not launched yet (placed, it holds its
-  // GPUs, but nothing runs: no output comes yet), as danlu ls says it (cli/job_table.py's
-  // NOT_LAUNCHED; a server older than the field sends none). Notes on an unfinished job
-  // only: an ended one keeps its held_at and waiting_on
+  // what follows a job's state: " (not launched)" for a run not launched (notLaunched), as
+  // danlu ls says it (cli/job_table.py's NOT_LAUNCHED), " (held)", " (waiting)" for a
+  // dependency. Not launched wins over held, as in danlu ls: a held job that holds GPUs is
+  // preempted by checkpoint, but one whose run never launched runs nothing to checkpoint,
+  // and its why says it is held. Notes on an unfinished job only: an ended one keeps its
+  // held_at and waiting_on
   if (!UNFINISHED.includes(job.state)) return "";
+  if (notLaunched(job)) return " (not launched)";
   if (job.held_at) return " (held)";
-  if (job.waiting_on) return " (waiting)";
-  return job.state === "RUNNING" && job.launched === false ? " (not launched)" : "";
+  return job.waiting_on ? " (waiting)" : "";
 }
 
 function renderJobs(jobs) {

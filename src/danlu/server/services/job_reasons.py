@@ -1,11 +1,12 @@
-"""Why a job is where it is (:func:`why`, :func:`end_reasons`), and the jobs whose limits
-call for a stop (:func:`expired`, :func:`over_time`) or whose cancellation waits for the
-reconcile loop (:func:`cancellations`). Re-exported by :mod:`danlu.server.services.jobs`.
+"""Why a job is where it is (:func:`why`, :func:`end_reasons`; a launch refused as other jobs'
+runs still hold its GPUs: :func:`busy_reason`), and the jobs whose limits call for a stop
+(:func:`expired`, :func:`over_time`) or whose cancellation waits for the reconcile loop
+(:func:`cancellations`). Re-exported by :mod:`danlu.server.services.jobs`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
@@ -13,7 +14,7 @@ from sqlalchemy.orm import Session
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.state import JobState
 from danlu.core.units import format_bytes, format_duration
-from danlu.server.db.models import Gpu, Job, JobEvent, Node
+from danlu.server.db.models import Gpu, Job, JobEvent, Node, Project
 from danlu.server.services import dependencies
 from danlu.server.services.cluster import ABSENT, over_committed
 from danlu.server.services.common import resolve_now
@@ -296,9 +297,12 @@ def _why(session: Session, job: Job, t: float) -> str:
             said = f"{job.pending_reason}; placed on {where or 'no GPUs'}"  # nothing runs
         elif state is JobState.RUNNING and not_launched(job):
             said = _unlaunched(session, job, where or "no GPUs")
+        elif waits_for_launch(job):  # stopped before its launch: nothing ran to checkpoint
+            said = f"placed on {where or 'no GPUs'}, {STOPPED_UNLAUNCHED}"
         extra = "; cancellation requested" if job.cancel_requested_at is not None else ""
-        if job.held_at is not None and not extra:
-            extra = "; held: preempted by checkpoint next round, it waits until released"
+        if job.held_at is not None and not extra:  # a stopping one is preempted already
+            stop = "" if state is JobState.PREEMPTING else "preempted by checkpoint next round, "
+            extra = f"; held: {stop}it waits until released"
         return f"{said}{extra}"
     if state is JobState.RESTARTING:
         return f"restarting after a failure (restart {job.restarts})"
@@ -313,12 +317,22 @@ def _why(session: Session, job: Job, t: float) -> str:
 LAUNCHING = "launching"
 """What :func:`why` says after ``placed on GPUS, `` of a RUNNING job whose run is not
 launched yet (:func:`not_launched`) when nothing known holds it back: the executor's next
-pass launches it (or finds its GPUs still held by a run the store no longer records on them,
-one a move left: it launches once they are free)."""
+pass launches it."""
 NOT_LAUNCHED_YET = "not launched yet"
 """What :func:`why` says after ``placed on GPUS, `` of a RUNNING job whose run is not
 launched yet while a run it waits for is known: ``: moved, waiting for ...`` or ``: waiting
 for job X to free n1:0``."""
+WAITING_FOR_RUNS = f"{NOT_LAUNCHED_YET}: waiting for "
+"""How the ``pending_reason`` begins of a RUNNING job whose launch the executor refused as
+runs of other jobs still hold some of its GPUs (:func:`busy_reason`); cleared once its launch
+goes through (:mod:`~danlu.server.launching`)."""
+STOPPED_UNLAUNCHED = (
+    "not launched: stopped before its launch, nothing ran to checkpoint (its GPUs are freed "
+    "at the next pass)"
+)
+"""What :func:`why` says after ``placed on GPUS, `` of a PREEMPTING job whose run was never
+launched (:func:`waits_for_launch`: preempted, held or cancelled before its launch): the next
+pass settles it with no run to wait for."""
 
 
 def _unlaunched(session: Session, job: Job, where: str) -> str:
@@ -328,43 +342,87 @@ def _unlaunched(session: Session, job: Job, where: str) -> str:
     left has exited (``moved_from``), and any run once no other job's run still holds one of
     its GPUs (the executor's :class:`~danlu.executors.GpusBusyError`): the stopping jobs
     whose stored allocation shares a GPU with ``job``'s are named
-    (:func:`_stopping_holders`). A run the store no longer records on those GPUs (one that
-    another job's move left) is not known here: then, as between the placement and the
-    executor's next pass, it says ``launching``."""
+    (:func:`_stopping_holders`), else those the executor named when it last refused the
+    launch (its ``pending_reason``: :func:`busy_reason`), which include a run the store
+    records on no GPU (one that another job's move left, stopping within its grace). Else,
+    as between the placement and the executor's next pass, it says ``launching``."""
     placed = f"placed on {where}"
     if job.moved_from is not None:
         return f"{placed}, {NOT_LAUNCHED_YET}: moved, waiting for the run it left to exit"
     holders = _stopping_holders(session, job)
     if not holders:
-        return f"{placed}, {LAUNCHING}"
-    named = [f"job {held} to free {', '.join(gpus)}" for held, gpus in holders[:_NAMED_NODES]]
+        told = job.pending_reason or ""
+        return f"{placed}, {told if told.startswith(WAITING_FOR_RUNS) else LAUNCHING}"
+    return f"{placed}, {WAITING_FOR_RUNS}{_freeing(holders)}"
+
+
+def _freeing(holders: list[tuple[str, list[str]]]) -> str:
+    """``holders`` (each job as :func:`_holder_name` names it, with the GPUs it holds) as
+    ``job X to free n1:0 and job Y to free n1:1``, the first :data:`_NAMED_NODES` of them."""
+    named = [f"{held} to free {', '.join(gpus)}" for held, gpus in holders[:_NAMED_NODES]]
     more = len(holders) - len(named)
-    return (
-        f"{placed}, {NOT_LAUNCHED_YET}: waiting for "
-        + " and ".join(named)
-        + (f" and {more} more job(s)" if more else "")
+    return " and ".join(named) + (f" and {more} more job(s)" if more else "")
+
+
+def _holder_name(job: Job, other_id: str, other_user_id: int, other_project: str) -> str:
+    """How a reason given to ``job`` names another job that holds its GPUs: ``job ID`` when
+    its owner owns that one too, else by its project (``a job of project vision``), never
+    by an id the owner may not see, as the scheduler's reasons name other jobs
+    (:func:`~danlu.sched.policies.waiting.job_of_project`)."""
+    if other_user_id == job.user_id:
+        return f"job {other_id}"
+    return f"a job of project {other_project}"
+
+
+def busy_reason(session: Session, job: Job, holders: Mapping[str, Sequence[str]]) -> str | None:
+    """The ``pending_reason`` of RUNNING ``job`` whose launch the executor refused as the
+    live runs of other jobs still hold some of its GPUs (:class:`~danlu.executors.GpusBusyError`):
+    ``holders``, each job's id with those GPUs (``n1:0``). ``not launched yet: waiting for
+    job X to free n1:0``, each job named by :func:`_holder_name` (one the store does not have
+    as ``a job this control plane does not know``); the run may be one the store records on
+    no GPU, as one a move left. None when ``holders`` is empty (the executor named none)."""
+    if not holders:
+        return None
+    query = (
+        select(Job.id, Job.user_id, Project.name)
+        .join(Project, Project.id == Job.project_id)
+        .where(Job.id.in_(list(holders)))
     )
+    known = {held: (user_id, project) for held, user_id, project in session.execute(query)}
+    named: list[tuple[str, list[str]]] = []
+    for held in sorted(holders, key=lambda held: (sorted(holders[held]), held)):
+        owner = known.get(held)
+        name = (
+            _holder_name(job, held, *owner)
+            if owner is not None
+            else "a job this control plane does not know"
+        )
+        named.append((name, list(holders[held])))
+    return f"{WAITING_FOR_RUNS}{_freeing(named)}"
 
 
 def _stopping_holders(session: Session, job: Job) -> list[tuple[str, list[str]]]:
     """The other jobs with a launched run being stopped (PREEMPTING, or a cancellation or a
     limit's stop requested) whose stored allocation shares a GPU with ``job``'s, in
-    submission order, each with those GPUs (``n1:0``): a memory share placed beside a
-    stopping one waits for it to exit (:func:`~danlu.executors.base.busy_gpus`). One query
-    for the few stopping jobs."""
+    submission order, each named by :func:`_holder_name` with those GPUs (``n1:0``): a memory
+    share placed beside a stopping one waits for it to exit
+    (:func:`~danlu.executors.base.busy_gpus`). One query for the few stopping jobs."""
     mine = list(dict.fromkeys((str(s["node"]), int(s["gpu"])) for s in job.allocation or ()))
     if not mine:
         return []
     stopping = (Job.state == JobState.PREEMPTING.value) | (
         (Job.state == JobState.RUNNING.value) & Job.cancel_requested_at.is_not(None)
     )
-    query = select(Job.id, Job.allocation).where(
-        Job.state.in_(HOLDING), stopping, ~NOT_LAUNCHED, Job.id != job.id
+    query = (
+        select(Job.id, Job.user_id, Project.name, Job.allocation)
+        .join(Project, Project.id == Job.project_id)
+        .where(Job.state.in_(HOLDING), stopping, ~NOT_LAUNCHED, Job.id != job.id)
     )
     holders: list[tuple[str, list[str]]] = []
-    for held, allocation in session.execute(query.order_by(Job.seq)):
+    for held, user_id, project, allocation in session.execute(query.order_by(Job.seq)):
         theirs = {(str(s["node"]), int(s["gpu"])) for s in allocation or ()}
         shared = [gpu for gpu in mine if gpu in theirs]  # in the order of job's allocation
         if shared:
-            holders.append((held, [f"{node}:{gpu}" for node, gpu in shared]))
+            name = _holder_name(job, held, user_id, project)
+            holders.append((name, [f"{node}:{gpu}" for node, gpu in shared]))
     return holders

@@ -12,6 +12,7 @@ from danlu.server.db import Job, JobEvent, JobMetric
 from danlu.server.routes.schemas.base import StateName, _In, _no_boolean
 from danlu.server.services.events import FeedEvent
 from danlu.server.services.job_reasons import not_launched
+from danlu.server.services.projects import HOLDING
 
 
 class Share(BaseModel):
@@ -61,10 +62,11 @@ class JobOut(BaseModel):
     exit_code: int | None
     pending_reason: str | None
     launched: bool = True
-    """Whether the executor has launched the job's current run: false only while the job is
-    RUNNING (placed, holding its GPUs) and its run is not launched yet, which its next pass
-    does (usually within a second; longer while its cluster cannot be reached, said in
-    ``pending_reason``, or while another run still holds one of its GPUs); true otherwise."""
+    """Whether the executor has launched the job's current run: false only while the job
+    holds its GPUs (RUNNING or PREEMPTING) and its run is not launched yet: placed, which its
+    next pass launches (usually within a second; longer while its cluster cannot be reached,
+    said in ``pending_reason``, or while another run still holds one of its GPUs), or
+    preempted before its launch, which then never comes; true otherwise."""
     end_reason: str | None = None
     """Why a job that ended (SUCCEEDED, FAILED, CANCELLED) ended: the reason of the event
     that ended it (``cancelled by alice``); null for a job that has not ended."""
@@ -235,7 +237,7 @@ def job_out(job: Job, end_reason: str | None = None) -> dict[str, Any]:
         "waiting_on": job.waiting_on,
         "exit_code": job.exit_code,
         "pending_reason": job.pending_reason,
-        "launched": not (job.state == JobState.RUNNING.value and not_launched(job)),
+        "launched": not (job.state in HOLDING and not_launched(job)),
         "end_reason": end_reason,
         "allocation": allocation,
         "gpus": len(allocation) if allocation else requested,
