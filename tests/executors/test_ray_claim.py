@@ -1,8 +1,8 @@
 """One control plane a Ray cluster (:mod:`danlu.executors.ray_claim`), against a fake Ray
 (``fake_ray``): a plane of another home is refused while the holder's claim lives, naming it;
 the same home takes its own claim over; a claim whose driver is gone, or that was given back,
-is taken; a claim lost under a running plane is made again (``danlu server`` refused:
-``test_ray_claim_start.py``)."""
+is taken; a claim lost under a running plane is made again; a look before a plane's home is
+made claims nothing (``danlu server`` refused: ``test_ray_claim_start.py``)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ from danlu.executors.ray_claim import (
     ClusterClaim,
     ClusterClaimedError,
     home_id,
+    probe_record,
 )
-from danlu.executors.ray_executor import RayExecutor
+from danlu.executors.ray_executor import RayExecutor, check_unclaimed
 
 
 def plane(home: Path, url: str | None = "http://a-host:8470") -> RayExecutor:
@@ -158,3 +159,27 @@ def test_a_plane_whose_claim_its_own_home_took_over_says_so_without_error(
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     held = holder(fake)
     assert held is not None and held.url == "http://new:2"  # not taken back
+
+
+def test_a_look_before_the_home_is_made_claims_nothing(fake: FakeRay, tmp_path: Path) -> None:
+    """:func:`~danlu.executors.ray_executor.check_unclaimed`, asked before a plane's home is
+    made: a free cluster passes and another home's live claim refuses, neither making an actor
+    or a file; the plane's own home's claim passes, left for its executor to take over."""
+    other = tmp_path / "b"
+    check_unclaimed(other / "executor", other, "10.0.0.9:6379")
+    assert CLAIM_ACTOR not in fake.actors and not other.exists()
+    plane(tmp_path / "a")
+    held = fake.actors[CLAIM_ACTOR]
+    with pytest.raises(ClusterClaimedError, match="is held by another danlu control plane"):
+        check_unclaimed(other / "executor", other, "10.0.0.9:6379")
+    assert not other.exists()
+    check_unclaimed(tmp_path / "a" / "executor", tmp_path / "a", "10.0.0.9:6379")
+    assert fake.actors[CLAIM_ACTOR] is held and not held.is_dead
+    held.hanging = True  # its node lost, Ray not aware yet: asked again for the wait
+    import ray  # the fake
+
+    record = probe_record(other, other / "executor")
+    look = ClusterClaim(ray, record, lambda what, call: call(), wait=0.3)
+    with pytest.raises(ClusterClaimedError, match=r"which did not say which within 0\.3 s"):
+        look.check_unclaimed()
+    assert not other.exists()

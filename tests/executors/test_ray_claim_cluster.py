@@ -2,7 +2,8 @@
 alone: claiming reads no node): a plane's executor, built as ``danlu server`` builds it, holds
 the cluster and one of another home is refused naming it; the same home's takes its own claim
 over; the holder's clean stop lets a plane in a process of its own take it, and once that
-process is killed (``kill -9``: no clean stop) the refused home's plane starts."""
+process is killed (``kill -9``: no clean stop) the refused home's plane starts. The look a
+start-up takes before it makes its home refuses another home's claim too, making nothing."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pytest
 from danlu.config import load_settings
 from danlu.core.errors import ConfigError
 from danlu.executors import Executor
+from danlu.executors.ray_executor import check_unclaimed
 from danlu.server.app import build_cluster_executor
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -66,6 +68,11 @@ def plane(cluster: Any, home: Path, url: str) -> Executor:
 
 def test_one_plane_holds_the_cluster_until_it_is_gone(cluster: Any, tmp_path: Path) -> None:
     b = plane(cluster, tmp_path / "b", "http://b-host:8470")
+    c = tmp_path / "c"  # the look a start-up takes before it makes its home: nothing made
+    with pytest.raises(ConfigError, match="http://b-host:8470"):
+        check_unclaimed(c / "executor", c, cluster.address)
+    assert not c.exists()
+    check_unclaimed(tmp_path / "b" / "executor", tmp_path / "b", cluster.address)  # its own
     with pytest.raises(ConfigError, match="http://b-host:8470"):
         plane(cluster, tmp_path / "c", "http://c-host:8470")
     b = plane(cluster, tmp_path / "b", "http://b-again:8470")  # its own claim taken over

@@ -1,10 +1,13 @@
 """The control plane's start-up (:func:`danlu.server.main.prepare`, which ``danlu up``,
 ``danlu server`` and embedders call) refuses a bad ``port``, ``host`` or ``fake_gpus``
 before it makes anything: no home is left behind, and a host name that cannot even be
-encoded as one is the same clear error as an unknown one, not a traceback."""
+encoded as one is the same clear error as an unknown one, not a traceback. So is
+``--executor ray`` on a host without Ray (``import ray`` made to fail), which made the home
+and its database before it was refused; a home made before is left as it was."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -63,3 +66,28 @@ def test_a_good_host_and_port_still_start(tmp_path: Path) -> None:
         assert (tmp_path / "home").is_dir()
     finally:
         prepared.close()
+
+
+def files_of(home: Path) -> dict[str, tuple[int, int]]:
+    """Every file and directory under ``home`` with its size and modification time."""
+    return {
+        str(path.relative_to(home)): (path.stat().st_size, path.stat().st_mtime_ns)
+        for path in [home, *home.rglob("*")]
+    }
+
+
+def test_ray_not_installed_is_refused_before_the_home_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = tmp_path / "made"
+    main.prepare(
+        load_settings(home=made), port=0, fake_gpus="1x80GiB", start_loops=False, announce=print
+    ).close()
+    before = files_of(made)
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails, as on a host without it
+    for home in (tmp_path / "new", made):
+        settings = load_settings(home=home, executor="ray", ray_address="10.0.0.9:6379")
+        with pytest.raises(ConfigError, match=r"needs Ray .*pip install 'danlu\[ray\]'"):
+            main.prepare(settings, port=0, start_loops=False, announce=print)
+    assert not (tmp_path / "new").exists()
+    assert files_of(made) == before

@@ -23,6 +23,11 @@ is refused (:class:`ClusterClaimedError`, a :class:`~danlu.core.errors.ConfigErr
 - **Stale.** A holder whose driver is gone leaves no actor: the name is free, the next plane
   takes it. One whose actor does not answer (its node lost, Ray not aware yet) is asked again
   for up to :data:`CLAIM_WAIT` seconds, within which Ray finds a lost node dead and ends it.
+- **Looked at first.** A plane's start-up asks whether a live plane of another home holds the
+  claim before it makes its home or its database (:meth:`ClusterClaim.check_unclaimed`, which
+  claims nothing and writes nothing: :func:`probe_record`), so that a plane refused for it
+  leaves nothing behind; the executor claims the cluster once the plane holds its database's
+  lease, and may still be refused then by a plane that claimed it meanwhile.
 - **Released** on a clean stop (:meth:`ClusterClaim.release`, by the executor's ``close``).
 - **Kept.** At each reading of the inventory the executor asks its claim's actor
   (:meth:`ClusterClaim.check`): one that died under the running plane (its worker killed,
@@ -175,6 +180,16 @@ def home_id(state_dir: Path) -> str:
     raise ConfigError(f"{path} keeps changing; is another control plane starting on this home?")
 
 
+def kept_home_id(state_dir: Path) -> str | None:
+    """The id :func:`home_id` keeps in ``state_dir``, read only: None where none is kept (a
+    home not made yet) or it is damaged (:func:`home_id` would replace it)."""
+    try:
+        text = (state_dir / CLAIM_ID_FILE).read_text(encoding="ascii", errors="replace").strip()
+    except OSError:
+        return None
+    return text if _ID.fullmatch(text) else None
+
+
 def _write_id(path: Path, *, replace: bool) -> str:
     """Write a new id at ``path`` whole (over the file there when ``replace``, else only where
     none is: :class:`FileExistsError`)."""
@@ -278,6 +293,27 @@ class ClusterClaim:
             if time.monotonic() >= deadline:
                 raise ClusterClaimedError(self._claimed(None, answered=False), None)
             time.sleep(RETRY_PAUSE)  # a claim being given up (its actor dying): asked again
+
+    def check_unclaimed(self) -> None:
+        """Raise :class:`ClusterClaimedError` as :meth:`take` would while a live plane of
+        another home holds the claim (or a holder that does not answer for the wait), claiming
+        nothing: a plane's start-up asks before it makes its home. A claim of this plane's own
+        home, or none (or one being given up), passes: :meth:`take` claims it once the plane
+        holds its database's lease. Raises an
+        :class:`~danlu.executors.errors.ExecutorUnavailableError` when Ray's GCS does not
+        answer."""
+        deadline = time.monotonic() + self._wait
+        while True:
+            seen = self._look()
+            if seen.record is not None and seen.record.id == self.record.id:
+                return  # this home's: taken over once this plane holds the database's lease
+            if seen.answered:
+                raise ClusterClaimedError(self._claimed(seen.record, answered=True), seen.record)
+            if seen.actor is None:
+                return  # free, or its driver gone
+            if time.monotonic() >= deadline:
+                raise ClusterClaimedError(self._claimed(None, answered=False), None)
+            time.sleep(RETRY_PAUSE)  # a holder that does not answer (its node lost): again
 
     def check(self) -> None:
         """Ask this plane's claim's actor that it still holds the claim; one that died (its
@@ -450,4 +486,19 @@ def claim_record(home: str | Path, state_dir: Path, url: str | None, since: floa
         pid=os.getpid(),
         url=url,
         since=since,
+    )
+
+
+def probe_record(home: str | Path, state_dir: Path) -> ClaimRecord:
+    """The claim the plane of ``home`` would make (:func:`claim_record`), for a look at the
+    cluster's claim (:meth:`ClusterClaim.check_unclaimed`) before anything is made: its id the
+    one kept in ``state_dir`` (:func:`kept_home_id`), or a new one, written nowhere, where none
+    is (a home not made yet, or a damaged id, is no holder's)."""
+    return ClaimRecord(
+        id=kept_home_id(state_dir) or secrets.token_hex(16),
+        home=str(Path(home).resolve()),
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        url=None,
+        since=time.time(),
     )

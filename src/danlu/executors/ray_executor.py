@@ -59,7 +59,9 @@ its GPUs are not seen by danlu.
   the cluster for it as it joins: a plane of another home that holds the claim alive refuses
   the start (:class:`~danlu.executors.ray_claim.ClusterClaimedError`), the same home's is
   taken over; the claim goes with the plane's process, or at :meth:`RayExecutor.close`
-  (:mod:`~danlu.executors.ray_claim`).
+  (:mod:`~danlu.executors.ray_claim`). A plane's start-up joins the cluster and looks at the
+  claim before it makes its home (:func:`check_unclaimed`), so that one refused for it leaves
+  nothing behind.
 - **State.** ``{state_dir}/runs/JOB_ID/`` holds the launch record (actor names), a stop
   request, the result and whether the actors were killed, so a restarted control plane finds
   its runs' actors by name.
@@ -100,7 +102,7 @@ from danlu.executors.errors import (
     NodeLaunchError,
 )
 from danlu.executors.ray_actor import VISIBLE_DEVICES, NodeRun
-from danlu.executors.ray_claim import ClusterClaim, claim_record
+from danlu.executors.ray_claim import ClusterClaim, claim_record, probe_record
 from danlu.executors.ray_nodes import (
     JOIN_TIMEOUT,
     NODE_LABEL,
@@ -139,6 +141,8 @@ before Ray ends its process (Ray's ``gcs_rpc_server_reconnect_timeout_s``, 60 by
 set when the executor joins the cluster. Ray multiplies it by 1000 in 32 bits in places: keep
 it under 4,294,967."""
 _RECONNECT_VARIABLE = "RAY_gcs_rpc_server_reconnect_timeout_s"
+NAMESPACE = "danlu"
+"""The Ray namespace of the runs' actors unless the executor is given another."""
 
 _T = TypeVar("_T")
 
@@ -178,7 +182,7 @@ class RayExecutor(RayPolls, MultiNodeExecutor, GpuSharingExecutor):
         state_dir: str | Path,
         *,
         address: str | None = "auto",
-        namespace: str = "danlu",
+        namespace: str = NAMESPACE,
         gpu_type: GpuType = GPU_TYPES["generic"],
         log_dir: str | Path | None = None,
         base_env: Mapping[str, str] | None = None,
@@ -610,6 +614,41 @@ def worker_visible_devices() -> str | None:
     if isinstance(listed, list | tuple):
         return ",".join(str(device) for device in listed)
     return os.environ.get(VISIBLE_DEVICES)
+
+
+def check_unclaimed(
+    state_dir: str | Path,
+    plane_home: str | Path,
+    address: str | None = "auto",
+    namespace: str = NAMESPACE,
+) -> None:
+    """Join the Ray cluster at ``address`` as the executor would (unless this process has
+    joined one: the executor built later then joins none) and raise
+    :class:`~danlu.executors.ray_claim.ClusterClaimedError` while a live plane of another home
+    than ``plane_home`` (its executor's state in ``state_dir``) holds the cluster's claim,
+    claiming nothing and writing nothing
+    (:meth:`~danlu.executors.ray_claim.ClusterClaim.check_unclaimed`): ``danlu server`` asks
+    before it makes its home and its database, and its executor claims the cluster once they
+    are made. Raises :class:`ExecutorUnavailableError` when the cluster cannot be joined or
+    its GCS does not answer within :data:`GCS_TIMEOUT`."""
+    import ray
+
+    if not ray.is_initialized():
+        _join(ray, address, namespace)
+    record = probe_record(plane_home, Path(state_dir))
+    ClusterClaim(ray, record, _gcs_call, address=address).check_unclaimed()
+
+
+def _gcs_call(what: str, call: Callable[[], _T]) -> _T:
+    """``call()``, a call that Ray's GCS answers, made in a thread of its own: an
+    :class:`ExecutorUnavailableError` when it has not returned within :data:`GCS_TIMEOUT`
+    (:meth:`RayExecutor._gcs` for a start-up's few calls, made before any executor is)."""
+    thread, result = call_in_thread(call, GCS_TIMEOUT)
+    if thread.is_alive():
+        raise ExecutorUnavailableError(
+            f"cannot {what}: Ray's GCS did not answer within {GCS_TIMEOUT:g} s; is the Ray head up?"
+        )
+    return result()
 
 
 def _join(ray: Any, address: str | None, namespace: str) -> None:

@@ -36,6 +36,8 @@ _RAY_SIZES = {"a100-40g": "A100-40GB", "a100-80g": "A100-80GB"}
 JOIN_TIMEOUT = 10.0
 """Seconds the Ray head's GCS may take to take a connection and to answer a request before
 the executor joins the cluster (:func:`check_head_reachable`)."""
+RAY_NEEDED = "DANLU_EXECUTOR=ray needs Ray on the control plane's host: pip install 'danlu[ray]'"
+"""The refusal of a Ray plane's start-up on a host where ``import ray`` fails."""
 
 _T = TypeVar("_T")
 
@@ -173,7 +175,7 @@ def check_ray_address(address: str | None, timeout: float = JOIN_TIMEOUT) -> Non
     or started: ``danlu server --executor ray`` asks before it makes its home
     (:func:`danlu.server.main.check_cluster`), as the executor asks again as it joins. Raises
     :class:`~danlu.executors.errors.ExecutorError`; nothing when Ray is not installed here
-    (building the executor says so, with the fix)."""
+    (the start-up refuses that first, with the fix: :data:`RAY_NEEDED`)."""
     try:
         import ray
     except ImportError:

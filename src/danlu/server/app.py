@@ -37,6 +37,7 @@ from danlu.devices.energy import energy_meter
 from danlu.devices.health import health_check
 from danlu.estimate.memory.tracer import WarmTracers
 from danlu.executors import Executor, ExecutorError, LocalExecutor
+from danlu.executors.ray_nodes import RAY_NEEDED
 from danlu.executors.slurm import SlurmExecutor
 from danlu.executors.slurmctl import SlurmCommands
 from danlu.sched.project_usage import usage_half_life
@@ -425,9 +426,7 @@ def build_cluster_executor(settings: Settings, api_url: str | None) -> Executor:
 
         from danlu.executors.ray_executor import RayExecutor
     except ImportError:
-        raise ConfigError(
-            "DANLU_EXECUTOR=ray needs Ray on the control plane's host: pip install 'danlu[ray]'"
-        ) from None
+        raise ConfigError(RAY_NEEDED) from None
 
     home = Path(settings.home)
     return RayExecutor(

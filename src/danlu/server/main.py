@@ -50,6 +50,7 @@ from danlu.server.listening import (
 )
 from danlu.server.loops import close_quietly
 from danlu.server.plane_lease import (
+    EXECUTOR_STATE,
     InUseByAnotherPlane,
     LeaseWatch,
     refuse_foreign_before_upgrading,
@@ -58,6 +59,7 @@ from danlu.server.plane_lease import (
     take_scheduler_lease,
     wait_before_upgrading,
 )
+from danlu.server.plane_owner import HomeHolder, last_home_holder, sign_home_lock
 from danlu.server.private_files import private_database, private_home
 from danlu.server.reconcile import build_policy, tune_collector
 from danlu.server.run_as import check_run_as, close_home
@@ -102,7 +104,9 @@ def lock_home(home: Path) -> IO[str]:
 
     The kernel drops the lock when the process dies, so a crashed server never leaves a
     stale lock behind. Raises :class:`HomeInUse` naming the running server when the home
-    is taken.
+    is taken. The file names the home's plane that took the database's ``scheduler`` lease
+    last (:func:`~danlu.server.plane_owner.sign_home_lock`): gone, once this one holds the
+    lock (:func:`~danlu.server.plane_owner.last_home_holder`).
     """
     path = home / "server.lock"
     handle = path.open("a+", encoding="utf-8")
@@ -138,21 +142,26 @@ class _Store:
 
 
 def _open_store(
-    settings: Settings, *, take_lease: bool, take_over_lost_home: bool = False
+    settings: Settings,
+    *,
+    take_lease: bool,
+    take_over_lost_home: bool = False,
+    last: HomeHolder | None = None,
 ) -> _Store:
     """Migrate the store (when ``take_lease``, not while a plane of an older danlu uses it:
     :func:`wait_before_upgrading`), take its ``scheduler`` lease when ``take_lease`` (one control
     plane per database: :func:`take_scheduler_lease`, which waits for another plane's to
     lapse and refuses a live one; ``take_over_lost_home``: the database's running jobs of
-    another home are taken over, that home given up as lost), then bootstrap the admin
-    token: a plane refused leaves no token behind. The upgrade is said in the log when it
-    changed the database. A store that cannot be reached is a :class:`ConfigError` naming
-    the URL (its password hidden)."""
+    another home are taken over, that home given up as lost; ``last``: the plane that held
+    this home before, taken for gone where it holds the lease from an earlier boot), then
+    bootstrap the admin token: a plane refused leaves no token behind. The upgrade is said
+    in the log when it changed the database. A store that cannot be reached is a
+    :class:`ConfigError` naming the URL (its password hidden)."""
     try:
         # one watch of the lease for both waits: a dead holder is waited for once
         watch = LeaseWatch(scheduler_lease_ttl(settings))
         if take_lease:  # a plane of an older danlu that uses the database keeps it as it is
-            wait_before_upgrading(settings.db_url, watch=watch)
+            wait_before_upgrading(settings.db_url, watch=watch, last=last)
             if not take_over_lost_home:  # nor does the plane of the home that launched its jobs
                 refuse_foreign_before_upgrading(settings.db_url, settings)
         migrated = upgrade_database(settings.db_url)
@@ -162,7 +171,7 @@ def _open_store(
         try:
             lease = (
                 take_scheduler_lease(
-                    db, settings, watch=watch, take_over_lost_home=take_over_lost_home
+                    db, settings, watch=watch, take_over_lost_home=take_over_lost_home, last=last
                 )
                 if take_lease
                 else None
@@ -225,27 +234,44 @@ CLUSTER_HINTS = {
 def check_cluster(settings: Settings) -> None:
     """Refuse a start-up with Slurm (``--executor slurm``) whose nodes cannot be read (its
     controller unreachable, ``SLURM_CONF`` wrong, a partition with no nodes), or with Ray
-    (``--executor ray``) whose head's GCS does not answer at ``--ray-address``
-    (:func:`~danlu.executors.ray_nodes.check_ray_address`: a connection and one request,
-    within 10 s; no cluster joined or started), before anything is made: the executor
+    (``--executor ray``: :func:`check_ray_cluster`) before anything is made: the executor
     itself is built once the store is open and the port bound (it needs the URL the jobs
     are told, and keeps its records in the home), and a start-up refused only then left the
     home and the database behind. The executor reads Slurm's nodes again as it is built
     (after the store's migration and a wait for another plane's lease, which may take
     minutes: a reading handed over would be stale)."""
     if settings.executor == "ray":
-        from danlu.executors.ray_nodes import check_ray_address
-
-        try:
-            check_ray_address(settings.ray_address)
-        except ExecutorError as exc:
-            raise cluster_unreadable("ray", exc) from None
+        check_ray_cluster(settings)
     if settings.executor != "slurm":
         return
     try:
         partition_nodes(SlurmCommands(job_base_env()), settings.slurm_partition)
     except ExecutorError as exc:
         raise cluster_unreadable("slurm", exc) from None
+
+
+def check_ray_cluster(settings: Settings) -> None:
+    """Refuse a start-up with Ray (``--executor ray``) before anything is made where Ray is
+    not installed (:data:`~danlu.executors.ray_nodes.RAY_NEEDED`), where the head's GCS does
+    not answer at ``--ray-address`` (:func:`~danlu.executors.ray_nodes.check_ray_address`: a
+    connection and one request, within 10 s), or where a live plane of another home claims
+    the cluster (:func:`~danlu.executors.ray_executor.check_unclaimed`, which joins it, as
+    the executor built later would, and claims nothing: a
+    :class:`~danlu.executors.ray_claim.ClusterClaimedError`)."""
+    from danlu.executors.ray_nodes import RAY_NEEDED, check_ray_address
+
+    try:
+        import ray  # noqa: F401 - the executor imports it when built
+    except ImportError:
+        raise ConfigError(RAY_NEEDED) from None
+    from danlu.executors.ray_executor import check_unclaimed
+
+    home = Path(settings.home)
+    try:
+        check_ray_address(settings.ray_address)
+        check_unclaimed(home / EXECUTOR_STATE, home, settings.ray_address)
+    except ExecutorError as exc:
+        raise cluster_unreadable("ray", exc) from None
 
 
 def cluster_unreadable(executor: str, exc: ExecutorError) -> ConfigError:
@@ -274,7 +300,10 @@ def prepare(
     :func:`take_scheduler_lease`, which waits for another plane's to lapse and refuses a
     live one, unless ``take_over_lost_home`` gives the home that launched the database's
     running jobs up as lost: :data:`~danlu.server.plane_lease.TAKE_OVER_FLAG`; with
-    ``start_loops`` only), bootstrap the admin token (``{home}/admin.token``,
+    ``start_loops`` only; a lease held by the home's last plane from an earlier boot of this
+    host is taken at once: :func:`~danlu.server.plane_owner.gone_from_home`, this plane then
+    named in the home's lock file for the next: :func:`~danlu.server.plane_owner.sign_home_lock`),
+    bootstrap the admin token (``{home}/admin.token``,
     mode 0600), find the GPUs, bind the port (for ``port`` 0, the one the home's jobs were
     told before, :func:`~danlu.server.home_port.jobs_address`, where it is free:
     :func:`~danlu.server.listening.listen_for_home`; the jobs still running told where they
@@ -283,8 +312,9 @@ def prepare(
     address the jobs are told (:func:`~danlu.server.home_port.record_address`). The URL handed
     to the jobs and the CLI names :func:`~danlu.server.listening.advertised_host` (this host's
     name for a wildcard ``host``). What can be checked without making anything (the settings,
-    ``port``, ``host``, ``fake_gpus``; for a home not made yet, the port bound) is checked
-    before the home is made: a refused start-up leaves no home behind."""
+    ``port``, ``host``, ``fake_gpus``, the cluster: :func:`check_cluster`; for a home not made
+    yet, the port bound) is checked before the home is made: a refused start-up leaves no home
+    behind, nor touches one made before."""
     home = Path(settings.home)
     check_run_as(settings)
     check_executor_settings(settings, fake_gpus)  # before anything is made
@@ -296,7 +326,7 @@ def prepare(
     check_listen_address(host)
     if settings.executor == "local" and fake_gpus:
         fake_inventory(fake_gpus)
-    check_cluster(settings)  # Slurm answers: before the home and the database are made
+    check_cluster(settings)  # Slurm or Ray answers: before the home and the database are made
     # a new home's port is bound before the home is made: a port taken left the home made
     # (admin.token, danlu.db, logs/); an existing home's is bound later, so that a second
     # plane on it is told the home is in use, not that the port is
@@ -325,9 +355,14 @@ def prepare(
         # pass; a plane whose caller runs the passes by hand (start_loops=False: tests)
         # takes it at its first pass, so that the caller's own loops may take it instead
         store = _open_store(
-            settings, take_lease=start_loops, take_over_lost_home=take_over_lost_home
+            settings,
+            take_lease=start_loops,
+            take_over_lost_home=take_over_lost_home,
+            last=last_home_holder(home_lock, settings),  # gone: this process holds its lock
         )
         lease = store.lease
+        if lease is not None:  # the home's next plane knows this one for its lease's holder
+            sign_home_lock(home_lock)
         token = store.issued or settings.admin_token_path.read_text(encoding="utf-8").strip()
         inventory = (
             None

@@ -5,8 +5,11 @@ locked with its token, renewed every pass, :func:`scheduler_lease_ttl` seconds l
 plane that starts takes it before it serves or runs a pass (:func:`take_scheduler_lease`):
 while another plane holds it, the start waits for it to lapse and is refused when the other
 keeps renewing it. A holder that was a process of this machine that is gone (``kill -9``)
-is taken over at once (:func:`take_lease`), so the same home's plane restarts at once; one
-of another machine of this host's name (a clone) is not judged by this machine's pids
+is taken over at once (:func:`take_lease`), so the same home's plane restarts at once; so is
+one of an earlier boot of this host (or pid namespace) that was the last plane of the starting
+plane's own home (:func:`~danlu.server.plane_owner.gone_from_home`: named in the home's lock,
+which the starting plane holds), so that a plane restarts at once after a reboot too; one of
+another machine of this host's name (a clone) is not judged by this machine's pids
 (:mod:`~danlu.server.plane_owner`).
 
 The lease also names the home of the plane that last held it (:attr:`Lease.home`, kept when
@@ -69,13 +72,13 @@ from danlu.executors.supervise import LAUNCH
 from danlu.server.db import Database, Job, Lease, head_revision, make_engine
 from danlu.server.db.migrate import known_older_revision
 from danlu.server.loops import steady_clock
+from danlu.server.plane_owner import HomeHolder, gone_from_home, same_plane
 
 # how the lease names a plane (plane_owner.py; its callers import these four from here too)
 from danlu.server.plane_owner import dead_here as dead_here
 from danlu.server.plane_owner import describe_owner as describe_owner
 from danlu.server.plane_owner import owner_id as owner_id
 from danlu.server.plane_owner import plane_home as plane_home
-from danlu.server.plane_owner import same_plane
 from danlu.server.services import jobs, locks
 from danlu.server.services.projects import HOLDING
 
@@ -181,14 +184,18 @@ def take_lease(
     watch: LeaseWatch,
     steady: float,
     where: str = "reconcile",
+    last: HomeHolder | None = None,
 ) -> locks.LeaseTake:
     """Renew or take the ``scheduler`` lease with ``token`` (read at ``t``, the wall clock,
     and ``steady``, the clock of ``watch``). Another token's lease is taken only when it was
     given back, when its holder was a process of this host that is gone (``kill -9``: a
-    restart on the same home must not wait its TTL out), or when ``watch`` finds its holder
-    dead (:meth:`LeaseWatch.lapsed`), never because its expiry has passed on this host's
-    clock alone (a step of it ahead would take a live holder's lease); the holder's job
-    locks are released with it (:func:`take_over`). ``where``: what the log names. Commits."""
+    restart on the same home must not wait its TTL out), or one of an earlier boot of it (or
+    pid namespace) that was ``last``, the plane that held the starting plane's home before it
+    (:func:`~danlu.server.plane_owner.gone_from_home`: a restart after a reboot), or when
+    ``watch`` finds its holder dead (:meth:`LeaseWatch.lapsed`), never because its expiry has
+    passed on this host's clock alone (a step of it ahead would take a live holder's lease);
+    the holder's job locks are released with it (:func:`take_over`). ``where``: what the log
+    names. Commits."""
     locks.ensure_lease(session, LEASE)
     if LEASE in locks.extend(session, Lease, [LEASE], token, ttl, t):
         watch.forget()
@@ -198,6 +205,8 @@ def take_lease(
         why = ""
     elif dead_here(holder.owner):
         why = "dead"
+    elif gone_from_home(holder.owner, holder.home, last):
+        why = "left"
     elif watch.lapsed(holder, t, steady):
         why = "far" if holder.expires_at is not None and holder.expires_at >= t else "lapsed"
     else:
@@ -207,6 +216,13 @@ def take_lease(
     watch.forget()
     if why == "dead":
         log.info("%s: took the lease over from %s (no longer running)", where, holder.owner)
+    elif why == "left":
+        log.info(
+            "%s: took the lease over from %s, the last plane of this home, which holds its "
+            "lock no more (this host rebooted, or its container restarted, since)",
+            where,
+            holder.owner,
+        )
     elif why == "far":
         log_unrenewed(holder, t, where, watch.patience_for(holder))
     elif why == "lapsed":
@@ -415,6 +431,7 @@ def take_scheduler_lease(
     steady: Callable[[], float] | None = None,
     watch: LeaseWatch | None = None,
     take_over_lost_home: bool = False,
+    last: HomeHolder | None = None,
 ) -> str:
     """Take the database's ``scheduler`` lease for a control plane that starts (before it
     serves or runs a pass): one control plane per database. Returns the lease's token, for
@@ -427,7 +444,9 @@ def take_scheduler_lease(
     :meth:`LeaseWatch.patience_for` seconds whatever its expiry) and taken over then; while its
     holder renews it, the start is refused once :meth:`LeaseWatch.renewal_wait` seconds have
     passed. A lease given back, or whose holder was a process
-    of this host that is gone (the same home's plane, ``kill -9``'d), is taken at once. A
+    of this host that is gone (the same home's plane, ``kill -9``'d; or ``last``, the plane
+    that held this home before, of an earlier boot of this host:
+    :func:`~danlu.server.plane_owner.gone_from_home`), is taken at once. A
     database whose running jobs were launched from another home is refused too
     (:func:`foreign_runs`), unless ``take_over_lost_home`` (:data:`TAKE_OVER_FLAG`: its
     operator gave that home up as lost), which re-queues those jobs to resume here
@@ -446,7 +465,9 @@ def take_scheduler_lease(
         t, now = clock(), read_steady()
         refusal = None
         with db.session() as session:
-            took = take_lease(session, token, owner, ttl, t, watch, now, f"the database {shown}")
+            took = take_lease(
+                session, token, owner, ttl, t, watch, now, f"the database {shown}", last
+            )
             if took is locks.LeaseTake.HELD:
                 holder = read_holder(session)
             else:
@@ -599,17 +620,20 @@ def wait_before_upgrading(
     sleep: Callable[[float], None] = time.sleep,
     steady: Callable[[], float] | None = None,
     watch: LeaseWatch | None = None,
+    last: HomeHolder | None = None,
 ) -> None:
     """Refuse to let a starting plane migrate a database another plane uses: a database at
     an older revision of this danlu whose ``scheduler`` lease is held (not given back, its
-    holder not a process of this host that is gone) is used by a plane of an older danlu,
+    holder not a process of this host that is gone, nor ``last`` of an earlier boot:
+    :func:`~danlu.server.plane_owner.gone_from_home`) is used by a plane of an older danlu,
     which could not start on it again once migrated. Watches the lease as
     :func:`take_scheduler_lease` does (``watch``: give that one the same, so that a dead
     holder is waited for once), goes on once its holder is found dead
     (:meth:`LeaseWatch.lapsed`), and raises :class:`ConfigError` naming the holder and the
     fix while it is renewed. Reads the lease's columns of revision 0001, which every
-    revision has, and its holder's TTL (:attr:`Lease.ttl`) where the database's revision
-    has it (0034 on). Call before :func:`~danlu.server.db.upgrade_database`."""
+    revision has, its home (:attr:`Lease.home`) where the database's revision has it (0028
+    on) and its holder's TTL (:attr:`Lease.ttl`) where it has that (0034 on). Call before
+    :func:`~danlu.server.db.upgrade_database`."""
     engine = make_engine(db_url)
     shown = engine.url.render_as_string(hide_password=True)
     read_steady = _steady_for(clock, steady)
@@ -622,8 +646,10 @@ def wait_before_upgrading(
             return
         columns = {column["name"] for column in inspect(engine).get_columns("leases")}
         ttl = "ttl" if "ttl" in columns else "NULL AS ttl"  # the column came with 0034
+        home = "home" if "home" in columns else "NULL AS home"  # the column came with 0028
         query = text(
-            f"SELECT lock_token, lock_owner, lock_expires_at, {ttl} FROM leases WHERE id = :name"
+            f"SELECT lock_token, lock_owner, lock_expires_at, {ttl}, {home} FROM leases "
+            "WHERE id = :name"
         )
         while True:
             t, now = clock(), read_steady()
@@ -631,7 +657,7 @@ def wait_before_upgrading(
                 row = conn.execute(query, {"name": LEASE}).one_or_none()
             if row is None or row.lock_token is None or row.lock_expires_at is None:
                 return
-            if dead_here(row.lock_owner):
+            if dead_here(row.lock_owner) or gone_from_home(row.lock_owner, row.home, last):
                 return
             holder = Holder(row.lock_token, row.lock_owner, row.lock_expires_at, None, row.ttl)
             if watch.lapsed(holder, t, now):

@@ -11,18 +11,32 @@ namespace, within which alone a pid names one process), and the home of a local 
 plane names its machine across reboots (:func:`machine_identity`). The names an older danlu
 wrote (``host:pid:start``; ``HOME on HOST (local executor)``), which name no machine, are
 judged by the host name alone, as they were.
+
+A process of another boot of this machine (it rebooted since) or of another pid namespace (its
+container restarted) cannot be judged by this machine's pids either, though it is surely gone
+when it was the plane of this very home: each plane that takes the lease writes its owner into
+its home's lock file (:func:`sign_home_lock`), whose ``flock`` it holds for as long as it lives,
+so a plane that holds that lock now and finds the lease's holder named there, the lease naming
+this home, takes the lease over at once (:func:`gone_from_home`) rather than wait its length
+out. A clone has a home of its own, whose lock never named this machine's plane (unless the
+home was copied while its plane ran: a copy of a running home is no home to start).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import socket
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from danlu.config import Settings
 from danlu.executors import procs
+
+log = logging.getLogger(__name__)
 
 IDENTITY_CHARS = 12
 """Hex characters of an identity's digest: one in 2^48 for two machines to share one, and short
@@ -149,3 +163,66 @@ def same_plane(previous: str | None, home: str) -> bool:
     if not named or not tail.endswith(" (local executor)") or ", machine " in previous:
         return False
     return previous == f"{head} (local executor)"
+
+
+@dataclass(frozen=True)
+class HomeHolder:
+    """The control plane that held this plane's home before it, as the home's lock file names
+    it (:func:`last_home_holder`): its process (:func:`owner_id`) and the plane the home makes
+    (:func:`plane_home`). This plane holds the lock now, which that process held for as long as
+    it lived: it is gone."""
+
+    owner: str
+    home: str
+
+
+def last_home_holder(lock: IO[str], settings: Settings) -> HomeHolder | None:
+    """The plane that took the ``scheduler`` lease last on the home of ``settings``, whose lock
+    file ``lock`` this process holds (:func:`~danlu.server.main.lock_home`): the owner it
+    wrote there (:func:`sign_home_lock`); None where none is named, or it cannot be read."""
+    try:
+        lock.seek(0)
+        owner = lock.read(200).strip()
+    except (OSError, ValueError) as exc:  # unreadable: judged as none, the lease waited for
+        log.debug("the home's lock names no holder: %s", exc)
+        return None
+    if not owner or any(c.isspace() for c in owner):
+        return None
+    return HomeHolder(owner, plane_home(settings))
+
+
+def sign_home_lock(lock: IO[str]) -> None:
+    """Write this process (:func:`owner_id`) into its home's lock file ``lock``, which it holds
+    (:func:`~danlu.server.main.lock_home`), once it has taken the ``scheduler`` lease: the next
+    plane of the home knows the lease's holder for gone when it is named there
+    (:func:`gone_from_home`). Written through to the disk, so that a power cut keeps it. One
+    that cannot be written is logged: the next plane then waits the lease out."""
+    try:
+        lock.seek(0)
+        lock.truncate()
+        lock.write(owner_id() + "\n")
+        lock.flush()
+        os.fsync(lock.fileno())
+    except (OSError, ValueError) as exc:
+        log.warning(
+            "cannot name this plane in its home's lock file (%s): a plane started on this "
+            "home after a reboot will wait for the scheduler lease to lapse",
+            exc,
+        )
+
+
+def gone_from_home(owner: str | None, home: str | None, last: HomeHolder | None) -> bool:
+    """True if ``owner``, holding the ``scheduler`` lease that names ``home``
+    (:attr:`Lease.home`), is ``last``, the plane that held this plane's home before it, and a
+    process of this host's name but of another machine identity (:func:`boot_identity`: an
+    earlier boot of it, or another pid namespace), whose pid cannot be judged here
+    (:func:`dead_here`): it held the home's lock while it lived, and this plane holds it, so it
+    is gone (this host rebooted, or its container restarted). A plane of this machine identity
+    is judged by its pid alone (:func:`dead_here`); one of another home, or not named in the
+    home's lock, is waited for."""
+    if last is None or not owner or owner != last.owner or not same_plane(home, last.home):
+        return False
+    host, identity, pid, _start = owner_parts(owner)
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    return identity is not None and identity != boot_identity()
