@@ -263,7 +263,9 @@ def test_submit_bad_file_and_bad_set(fake: FakeApi, tmp_path: Path) -> None:
 def test_submit_shows_the_servers_admission_error(fake: FakeApi, tmp_path: Path) -> None:
     code, _, err = run("submit", str(write(tmp_path, HELLO)), "--gpus", "3")
     assert code == 2
-    assert "resources.gpus: needs 3 GPUs; the largest node has 2" in err
+    assert err == "error: --gpus: needs 3 GPUs; the largest node has 2\n"  # the flag it gave
+    code, _, err = run("submit", str(write(tmp_path, HELLO.replace("gpus: 1", "gpus: 3"))))
+    assert err == "error: resources.gpus: needs 3 GPUs; the largest node has 2\n"  # the file's
 
 
 def test_ls_json_lists_jobs_with_the_required_fields(fake: FakeApi) -> None:

@@ -98,10 +98,10 @@ def test_two_users_see_and_touch_only_their_own_jobs(
     assert admin.get_job(running)["state"] == "RUNNING"
     assert admin.get_job(queued)["held_at"] is None
 
-    # a job that alone asks for more than bob's quota can never start: refused, field named
+    # a job that alone asks for more than bob's quota can never start: refused, its flag named
     too_big = danlu("submit", str(_spec(tmp_path, "b-big", 1)), "--gpus", "2", *as_bob)
     assert too_big.returncode == 2
-    assert too_big.stderr.startswith("error: resources.gpus: can never start: "), too_big.stderr
+    assert too_big.stderr.startswith("error: --gpus: can never start: "), too_big.stderr
     assert "user 'bob' GPU quota" in too_big.stderr
 
     # her tokens revoked (she left), her token is refused; the job it submitted runs on

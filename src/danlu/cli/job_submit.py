@@ -7,7 +7,7 @@ printed and, with ``--wait``, waited for. Output goes through
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -37,17 +37,22 @@ from danlu.cli.override_flags import (
     SetsOpt,
     TimeLimitOpt,
     UserOpt,
-    env_flags,
     env_variables,
-    refusal_by_flag,
     spec_overrides,
 )
 from danlu.cli.spec_build import JOB_SPEC_FIX, apply_flags, build_spec
-from danlu.cli.spec_flags import FlagValueError, by_after, flag_error
+from danlu.cli.spec_flags import (
+    FlagValueError,
+    FlagWrite,
+    after_writes,
+    flag_error,
+    flag_writes,
+    named_by_flag,
+)
 from danlu.client import Client
-from danlu.client.errors import ApiError, InvalidRequestError
+from danlu.client.errors import ApiError
 from danlu.core.errors import DanluError, SpecError
-from danlu.core.job_array import array_sweep, parse_array
+from danlu.core.job_array import ArrayRange, array_sweep, parse_array
 from danlu.core.sweep import parse_sweep
 from danlu.core.values import visible
 
@@ -108,57 +113,56 @@ def submit(
     )
     after_items = list(after or [])
     given = list(sets or [])
-    variables: dict[str, str] = {}
     try:
         variables = env_variables(env)
         body = build_spec(spec, overrides, given, after_items, variables)
+        # what each flag wrote, to name a refusal of it by: --after's entries are
+        # depends_on's last
+        after_from = len(body.get("depends_on") or []) - len(after_items)
+        writes = flag_writes(overrides, given, variables) + after_writes(after_items, after_from)
         in_spec = body.pop("array", None)
-        tasks = parse_array(array, "--array") if array is not None else None
+        tasks = _array_tasks(array) if array is not None else None
         if tasks is None and in_spec is not None:
             tasks = parse_array(in_spec)
         sweep = None if tasks is None else array_sweep(body, tasks)
         if sweep is not None:
-            parse_sweep(sweep)  # what only an array refuses (env.DANLU_ARRAY_INDEX), named here
+            try:  # what only an array refuses (env.DANLU_ARRAY_INDEX), named here
+                parse_sweep(sweep)
+            except SpecError as exc:
+                raise named_by_flag(exc, writes) from None
     except DanluError as exc:
-        exc = _env_named(exc, env_flags(variables), given)
         raise fail(exc, None if isinstance(exc, FlagValueError) else spec) from None
-    # --after's entries are depends_on's last: the server's refusal of one names that --after
-    after_from = len(body.get("depends_on") or []) - len(after_items)
     if sweep is not None:  # submitted as its sweep, and waited for as one
-        shown = _array_submitted
-        make_array = _after_named(lambda c: c.submit_sweep(sweep), after_items, after_from)
-        _new_job(make_array, wait_end, json_out, home, url, token, shown)
+        make_array = _flag_named(lambda c: c.submit_sweep(sweep), writes)
+        _new_job(make_array, wait_end, json_out, home, url, token, _array_submitted)
         return
-    make = _after_named(lambda client: client.submit(body), after_items, after_from)
+    make = _flag_named(lambda client: client.submit(body), writes)
     _new_job(make, wait_end, json_out, home, url, token)
 
 
-def _env_named(exc: DanluError, flags: Mapping[str, str], sets: Sequence[str]) -> DanluError:
-    """The local refusal ``exc`` of a variable ``--env`` gave (``flags``: :func:`env_flags`)
-    named by that ``--env``, not by the spec file, which may not hold it; ``exc`` itself
-    for any other field, one a flag already names, and one a ``--set`` of the same field
-    gave (applied after ``--env``, it won)."""
-    if isinstance(exc, FlagValueError) or not isinstance(exc, SpecError):
-        return exc
-    field = exc.field or ""
-    if field not in flags or any(item.partition("=")[0].strip() == field for item in sets):
-        return exc
-    return flag_error(field, flags[field], exc.message)
+def _array_tasks(array: str) -> ArrayRange:
+    """The indices ``--array`` gives; one it cannot read is named by ``--array``, not by
+    the spec file."""
+    try:
+        return parse_array(array, "--array")
+    except SpecError as exc:
+        raise flag_error("array", "--array", exc.message) from None
 
 
-def _after_named(
-    make: Callable[[Client], dict[str, Any]], after: Sequence[str], after_from: int
+def _flag_named(
+    make: Callable[[Client], dict[str, Any]], writes: Sequence[FlagWrite]
 ) -> Callable[[Client], dict[str, Any]]:
-    """``make`` (a submission), its server's refusal of a dependency that ``--after`` added
-    (``depends_on.N``, from ``after_from`` on: an id no job has) named by that ``--after``
-    (:func:`~danlu.cli.spec_flags.by_after`), not by the index of a list the user never
-    wrote."""
+    """``make`` (a submission, a rerun), its server's refusal of a field that a flag of
+    ``writes`` gave its final value named by that flag
+    (:func:`~danlu.cli.spec_flags.named_by_flag`: ``--max-restarts: ...``, ``--env SEED:
+    ...``, ``--after 'ID': ...`` for the ``depends_on`` entry it added), not by the field's
+    path, which the user may never have written."""
 
     def send(client: Client) -> dict[str, Any]:
         try:
             return make(client)
-        except InvalidRequestError as exc:
-            raise by_after(exc, after, after_from) from None
+        except ApiError as exc:
+            raise named_by_flag(exc, writes) from None
 
     return send
 
@@ -278,19 +282,10 @@ def rerun(
         time_limit=time_limit,
         max_restarts=max_restarts,
     )
-    given = list(sets or [])
     changes: dict[str, Any] = {}
-    try:
-        variables = env_variables(env)
-        apply_flags(changes, overrides, given, variables)  # --set last, as submit applies it
+    try:  # --set last, as submit applies it
+        writes = apply_flags(changes, overrides, list(sets or []), env_variables(env))
     except DanluError as exc:
         raise fail(exc) from None
-    flags = env_flags(variables)
-
-    def make(client: Client) -> dict[str, Any]:
-        try:
-            return client.rerun(job, changes)
-        except ApiError as exc:  # a refused change named by the flag that gave it
-            raise refusal_by_flag(exc, overrides, given, flags) from None
-
+    make = _flag_named(lambda client: client.rerun(job, changes), writes)  # by the flag
     _new_job(make, wait_end, json_out, home, url, token)

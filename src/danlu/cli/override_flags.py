@@ -2,7 +2,7 @@
 its file, and ``danlu rerun``'s, over the finished job's spec (:func:`spec_overrides`;
 ``--env``'s variables: :func:`env_variables`); ``danlu update`` takes some of them,
 ``danlu run`` its ``--env``. A value the server refuses is named by the flag that gave it
-(:func:`refusal_by_flag`)."""
+(:func:`~danlu.cli.spec_flags.named_by_flag`; ``danlu update``'s: :func:`refusal_by_flag`)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import Annotated, Any
 import typer
 
 from danlu.cli.options import int_option
-from danlu.cli.spec_flags import FlagValueError, by_flag, flag_error
+from danlu.cli.spec_flags import flag_writes, named_by_flag, named_writes
 from danlu.client.errors import ApiError
 from danlu.config import caller_env
-from danlu.core.errors import DanluError, SpecError
+from danlu.core.errors import DanluError
 
 NameOpt = Annotated[str | None, typer.Option("--name", help="Override the job name.")]
 PriorityOpt = Annotated[
@@ -60,7 +60,7 @@ def spec_overrides(
 ) -> dict[str, Any]:
     """The spec fields the override flags give, by dotted field (None: not given), as
     :func:`~danlu.cli.spec_build.apply_flags` sets them and
-    :func:`~danlu.cli.spec_flags.by_flag` names a refused one's flag."""
+    :func:`~danlu.cli.spec_flags.named_by_flag` names a refused one's flag."""
     return {
         "name": name,
         "priority": priority,
@@ -83,20 +83,11 @@ def env_variables(items: list[str] | None) -> dict[str, str]:
     return environment(list(items or []), caller_env())
 
 
-def env_flags(variables: Mapping[str, str]) -> dict[str, str]:
-    """The ``--env`` that gave each of ``variables``, by its spec field (``env.SEED``:
-    ``--env SEED``), to name a refused value by."""
-    return {f"env.{name}": f"--env {name}" for name in variables}
-
-
 def refusal_by_flag(
-    exc: ApiError, overrides: dict[str, Any], sets: Sequence[str], flags: dict[str, str]
+    exc: ApiError, overrides: dict[str, Any], sets: Sequence[str], flags: Mapping[str, str]
 ) -> DanluError:
     """The server's refusal ``exc`` of a field a flag gave, named by that flag
-    (:func:`~danlu.cli.spec_flags.by_flag`; ``flags``: more of them, by field); ``exc``
-    itself for any other field."""
-    field = exc.field or ""
-    if field in flags:
-        return flag_error(field, flags[field], exc.message)
-    named = by_flag(SpecError(field, exc.message), overrides, sets)
-    return named if isinstance(named, FlagValueError) else exc
+    (:func:`~danlu.cli.spec_flags.named_by_flag`, over the writes of ``flags``: dotted field
+    to flag, then of ``overrides`` and ``sets``); ``exc`` itself for any other field.
+    ``danlu submit`` and ``rerun`` name theirs by the writes that built what they sent."""
+    return named_by_flag(exc, named_writes(flags) + flag_writes(overrides, sets))
