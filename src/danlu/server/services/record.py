@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Select, or_, select, union_all, update
+from sqlalchemy import Select, or_, select, tuple_, union_all, update
 from sqlalchemy.orm import Session, defer, lazyload
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
@@ -247,23 +247,24 @@ def _closed_places(view: ClusterView, alloc: Allocation, opened: BoolArray) -> s
     return ", ".join(places)
 
 
-def reason_differs(reason: str) -> Select[int]:
-    """The pending jobs whose ``pending_reason`` is not ``reason``. For a reason shorter than
-    the indexed prefix (the policies' shared reasons are) they are those whose prefix is
-    null, below or above it: three ranges of ``ix_jobs_state_reason_prefix``, so only the
-    jobs that differ are read; a longer one is compared row by row."""
+def reason_differs(reason: str) -> Select[int, int]:
+    """The key and version of the pending jobs whose ``pending_reason`` is not ``reason``.
+    For a reason shorter than the indexed prefix (the policies' shared reasons are) they are
+    those whose prefix is null, below or above it: three ranges of
+    ``ix_jobs_state_reason_prefix``, so only the jobs that differ are read; a longer one is
+    compared row by row."""
     pending = Job.state == JobState.PENDING.value
     if len(reason) >= REASON_PREFIX_LENGTH:
         differs = or_(Job.pending_reason.is_(None), Job.pending_reason != reason)
-        return select(Job.seq).where(pending, differs)
+        return select(Job.seq, Job.version).where(pending, differs)
     prefix = REASON_PREFIX
     ranges = union_all(
         *(
-            select(Job.seq).where(pending, condition)
+            select(Job.seq, Job.version).where(pending, condition)
             for condition in (prefix.is_(None), prefix < reason, prefix > reason)
         )
     ).subquery()
-    return select(ranges.c.seq)
+    return select(ranges.c.seq, ranges.c.version)
 
 
 def _snapshot_held(snapshot: Snapshot) -> _Held:
@@ -667,9 +668,14 @@ def apply_plan(
         listed = {*plan.waiting, *(withheld or {}), *out.deferred, *out.skipped}
         jobs.flush_or_conflict(session)
         reason = plan.waiting_default
+        # Each row at the version the statement read it (its key and version as the
+        # subquery found them): on PostgreSQL a row another transaction changed while the
+        # UPDATE ran is checked again as it is now, but not the subqueries, so a disable
+        # committed meanwhile (a new version, and its own reason) would be written over.
         session.execute(
             update(Job)
-            .where(Job.seq.in_(reason_differs(reason)), Job.id.not_in(listed))
+            .where(tuple_(Job.seq, Job.version).in_(reason_differs(reason)))
+            .where(Job.id.not_in(listed))
             .where(Job.held_at.is_(None))  # a held job keeps saying who held it
             # and so do those the policy never saw (the snapshot's pending key query): a
             # job waiting for a dependency, one backing off after a failed launch
