@@ -184,7 +184,8 @@ def test_the_refusals_changed_nothing(world: World) -> None:
         assert [j["name"] for j in admin.get("/jobs").json()] == ["search-0", "mine"]
         assert admin.get(f"/jobs/{world.job}/metrics").json() == []
         assert [u["name"] for u in admin.get("/users").json()] == ["admin", "alice", "bob"]
-        assert admin.get("/users/bob").status_code in (404, 405)
+        bob = admin.get("/users/bob").json()
+        assert (bob["role"], bob["os_user"], bob["quota_gpus"]) == ("user", None, None)
         assert [u["quota_gpus"] for u in admin.get("/users").json()] == [None, None, None]
         assert [u["disabled_at"] for u in admin.get("/users").json()] == [None, None, None]
         projects = admin.get("/projects").json()

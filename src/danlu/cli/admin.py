@@ -1,5 +1,5 @@
 """Users over the REST client: ``danlu whoami`` and ``danlu user add / set / token / ls /
-tokens / revoke / disable / enable``; :func:`register` adds them and the ``project`` group
+show / tokens / revoke / disable / enable``; :func:`register` adds them and the ``project`` group
 (:mod:`danlu.cli.project`).
 
 Creating users and issuing another user's token is for admins (the server answers 403
@@ -12,17 +12,20 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+from rich.console import Group
+from rich.table import Table
 
 from danlu.cli import jobs as common
+from danlu.cli.fitted_table import print_whole
 from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
 from danlu.cli.output import stdout_written
 from danlu.cli.project import project_app
 from danlu.cli.quota_flags import NONE_VALUES, gpu_quota, quota_value
-from danlu.cli.reply_fields import TOKEN, USER, USER_JOBS
+from danlu.cli.reply_fields import TOKEN, USER, USER_EVENT, USER_JOBS
 from danlu.cli.reply_views import gpu_count, show_data, when_text
 from danlu.cli.titled_table import TitledTable, titled_table
-from danlu.core.errors import SpecError
+from danlu.core.errors import DanluError, SpecError
 from danlu.core.values import visible
 
 NameArg = Annotated[
@@ -209,6 +212,78 @@ def _users_table(users: list[dict[str, Any]]) -> TitledTable:
     ]
     columns = ("user", "role", "OS account", "GPU quota", "state")
     return titled_table("users", columns, rows, numbers=("GPU quota",))
+
+
+KEPT_EVENTS = 100
+"""How many of a user's latest events ``danlu user show --json`` holds."""
+SHOWN_EVENTS = 20
+"""How many of them its table prints."""
+
+
+@user_app.command("show")
+def user_show(
+    name: NameArg,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Show one user (admin, or the user): role, OS account, GPU quota, whether enabled,
+    and what happened to the account lately, each by whom ('-': the control plane
+    itself): created, changed, disabled, enabled, tokens issued and revoked (by prefix,
+    never a secret). --json: the user's record with its last 100 events."""
+    with common.connect(home, url, token) as client:
+        try:
+            data = client.user(name)
+            named = data.get("name")  # the events of the user the record is of
+            owner = named if isinstance(named, str) and named else name
+            events = client.user_events(owner, limit=KEPT_EVENTS, tail=True)
+        except DanluError as exc:
+            raise common.fail(exc) from None
+    if json_out:
+        common.print_json(data | {"events": events})
+        return
+    problems: list[str] = []
+    user = USER.check(data, problems)
+    shown = [USER_EVENT.check(e, problems) for e in events[-SHOWN_EVENTS:]]
+    print_whole(common.console, Group(_user_record(user), *_events_table(shown, len(events))))
+    common.fail_on(problems)
+
+
+def _user_record(data: dict[str, Any]) -> Table:
+    """``danlu user show``'s lines of the user's record."""
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    account = data.get("os_user")
+    quota = data.get("quota_gpus")
+    for key, value in (
+        ("user", as_text(data.get("name"))),
+        ("role", as_text(data.get("role"))),
+        ("OS account", as_text(account) if account else "- (named like the user)"),
+        ("GPU quota", "none" if quota is None else gpu_count(float(quota))),
+        ("state", _user_state(data)),
+    ):
+        table.add_row(key, value)
+    return table
+
+
+def _events_table(events: list[dict[str, Any]], kept: int) -> list[TitledTable]:
+    """``danlu user show``'s table of the user's last events (``kept`` read), oldest first;
+    none when there are none."""
+    if not events:
+        return []
+    rows = [
+        (
+            when_text(e.get("time"), "%Y-%m-%d %H:%M:%S"),
+            as_text(e.get("kind")),
+            as_text(e.get("actor") or "-"),
+            as_text(e.get("detail") or ""),
+        )
+        for e in events
+    ]
+    title = "events" if kept <= len(events) else f"the last {len(events)} events"
+    return [titled_table(title, ("time", "event", "by", "detail"), rows)]
 
 
 @user_app.command("tokens")

@@ -174,6 +174,15 @@ USER_JOBS_FIELDS: Mapping[str, Field] = {
 }
 """The fields of a user's disable or enable that ``danlu user disable / enable`` render."""
 
+USER_EVENT_FIELDS: Mapping[str, Field] = {
+    "id": WHOLE,
+    "time": TIME,
+    "kind": TEXT,
+    "actor": TEXT,
+    "detail": TEXT,
+}
+"""A user event's fields that ``danlu user show`` renders."""
+
 TOKEN_FIELDS: Mapping[str, Field] = {
     "prefix": TEXT,
     "name": TEXT,
@@ -396,6 +405,7 @@ class Record:
 
 USER = Record(USER_FIELDS, "user", "name")
 USER_JOBS = Record(USER_JOBS_FIELDS, "the reply", "")
+USER_EVENT = Record(USER_EVENT_FIELDS, "user event", "id")
 TOKEN = Record(TOKEN_FIELDS, "token", "prefix")
 PROJECT = Record(PROJECT_FIELDS, "project", "name")
 USAGE = Record(USAGE_FIELDS, "usage row of project", "project")

@@ -98,6 +98,24 @@ class AccountCalls:
         "disabled_by", "disable_reason"}``."""
         return self._records("GET", "/users")
 
+    def user(self, name: str) -> dict[str, Any]:
+        """``GET /users/{name}`` (admin, or the user itself): one User, as :meth:`users`
+        lists them."""
+        return self._object("GET", f"/users/{seg(name, 'name')}")
+
+    def user_events(
+        self,
+        name: str,
+        after_id: int | None = None,
+        limit: int | None = None,
+        tail: bool = False,
+    ) -> list[dict[str, Any]]:
+        """``GET /users/{name}/events`` (admin, or the user itself): what happened to the
+        user's account, oldest first, ``{"id", "user", "time", "kind", "actor",
+        "detail"}``, after event ``after_id``; ``tail``: the newest ``limit`` of them."""
+        params = clean({"after_id": after_id, "limit": limit, "tail": "true" if tail else None})
+        return self._records("GET", f"/users/{seg(name, 'name')}/events", params=params)
+
     def tokens(self, user: str) -> list[dict[str, Any]]:
         """``GET /users/{name}/tokens``: ``user``'s live tokens, without their secrets."""
         return self._records("GET", f"/users/{seg(user, 'user')}/tokens")

@@ -18,6 +18,7 @@ from danlu.server.db.models import (
     ProjectMember,
     Sweep,
     User,
+    UserEvent,
     Webhook,
     WebhookDelivery,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "ProjectMember",
     "Sweep",
     "User",
+    "UserEvent",
     "Webhook",
     "WebhookDelivery",
     "current_revision",

@@ -395,6 +395,24 @@ class JobEvent(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
 
 
+class UserEvent(Base):
+    """One thing that happened to a user's account (:mod:`danlu.server.services.user_events`):
+    ``kind`` ``created``, ``changed`` (its OS account or GPU quota), ``disabled``,
+    ``enabled``, ``token_issued`` or ``token_revoked`` (never a token's secret; a job run's
+    own tokens are not told); ``actor`` the name of the user who did it (null: the control
+    plane itself, as its first start making the admin); ``detail`` what changed, in words.
+    Kept for good, as job events are."""
+
+    __tablename__ = "user_events"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    time: Mapped[float] = mapped_column(Double)
+    kind: Mapped[str] = mapped_column(String(16))
+    actor: Mapped[str | None] = mapped_column(String(64), default=None)
+    detail: Mapped[str] = mapped_column(Text, default="")
+
+
 class JobRun(Base):
     """One stretch of a job on its GPUs, written when it ends (the job finished, was
     preempted or moved): from ``started_at`` to ``ended_at`` it held ``gpu_milli``

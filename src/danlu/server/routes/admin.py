@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Query
 from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
+from danlu.core.values import MAX_INT
 from danlu.server.db import Node, User
 from danlu.server.errors import PermissionDenied
 from danlu.server.routes.deps import (
@@ -36,6 +37,7 @@ from danlu.server.routes.schemas import (
     TokenOut,
     UncordonIn,
     UsageOut,
+    UserEventOut,
     UserIn,
     UserJobsOut,
     UserOut,
@@ -44,10 +46,20 @@ from danlu.server.routes.schemas import (
     project_out,
     sees_holder,
     token_out,
+    user_event_out,
     user_out,
 )
 from danlu.server.run_as import check_os_user
-from danlu.server.services import cluster, disabling, members, nodes, projects, usage, users
+from danlu.server.services import (
+    cluster,
+    disabling,
+    members,
+    nodes,
+    projects,
+    usage,
+    user_events,
+    users,
+)
 
 router = APIRouter(dependencies=[Depends(single_valued)])
 
@@ -263,7 +275,39 @@ def create_user(body: UserIn, user: Caller, state: State) -> dict[str, Any]:
     require_admin(user)
     check_os_user(state.settings, body.os_user)
     with state.db.session() as session:
-        return user_out(users.create_user(session, body.name, body.role, os_user=body.os_user))
+        made = users.create_user(session, body.name, body.role, os_user=body.os_user, by=user)
+        return user_out(made)
+
+
+@router.get("/users/{name}", response_model=UserOut, tags=["users"])
+def get_user(name: str, user: Caller, state: State) -> dict[str, Any]:
+    """One user, as ``GET /users`` lists them (an admin, or the user itself); 404 naming the
+    user when there is none."""
+    _own_or_admin(name, user, "see the record", "")
+    with state.db.read_session() as session:
+        return user_out(users.get_user(session, name))
+
+
+@router.get("/users/{name}/events", response_model=list[UserEventOut], tags=["users"])
+def list_user_events(
+    name: str,
+    user: Caller,
+    state: State,
+    after_id: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
+    limit: Annotated[int, Query(ge=1, le=user_events.MAX_EVENTS)] = 100,
+    tail: bool = False,
+) -> list[dict[str, Any]]:
+    """What happened to the user's account, oldest first (an admin, or the user itself):
+    created, changed, disabled, enabled, tokens issued and revoked, each by whom; those
+    after event ``after_id``, at most ``limit``, the oldest of them (``tail``: the newest,
+    oldest first)."""
+    _own_or_admin(name, user, "see the events", "/events")
+    with state.db.read_session() as session:
+        owner = users.get_user(session, name)
+        rows = user_events.list_user_events(
+            session, owner, after_id=after_id, limit=limit, tail=tail
+        )
+        return [user_event_out(e, owner.name) for e in rows]
 
 
 @router.put("/users/{name}", response_model=UserOut, tags=["users"])
@@ -273,12 +317,15 @@ def update_user(name: str, body: UserPatch, user: Caller, state: State) -> dict[
     checked_name(name, "user", "name")
     if "os_user" in body.model_fields_set:
         check_os_user(state.settings, body.os_user)
+    given = body.model_fields_set
     with state.db.session() as session:
-        changed = users.get_user(session, name)
-        if "os_user" in body.model_fields_set:
-            changed = users.set_os_user(session, name, body.os_user)
-        if "quota_gpus" in body.model_fields_set:
-            changed = users.set_quota(session, name, body.quota_gpus)
+        changed = users.update_user(
+            session,
+            name,
+            os_user=body.os_user if "os_user" in given else users.KEPT,
+            quota_gpus=body.quota_gpus if "quota_gpus" in given else users.KEPT,
+            by=user,
+        )
         return user_out(changed)
 
 
@@ -332,14 +379,18 @@ def _user_jobs_out(done: disabling.UserJobs) -> dict[str, Any]:
     }
 
 
-def _own_or_admin(name: str, user: User) -> None:
-    """404 for a name that is no name; 403 unless ``user`` is ``name`` or an admin."""
+def _own_or_admin(
+    name: str, user: User, doing: str = "see or change the tokens", path: str = "/tokens"
+) -> None:
+    """404 for a name that is no name; 403 unless ``user`` is ``name`` or an admin (the
+    message: who may ``doing`` of ``name``, and ``path`` under ``/users/{user.name}`` for
+    the caller's own)."""
     checked_name(name, "user", "name")
     if name != user.name and not user.is_admin:
         # not require_admin's "this route is for admins": the user itself may use it too
         raise PermissionDenied(
-            f"only {name!r} or an admin may see or change the tokens of {name!r}; "
-            f"{user.name!r} is neither: use /users/{user.name}/tokens for your own"
+            f"only {name!r} or an admin may {doing} of {name!r}; "
+            f"{user.name!r} is neither: use /users/{user.name}{path} for your own"
         )
 
 
@@ -351,7 +402,7 @@ def issue_token(name: str, body: TokenIn, user: Caller, state: State) -> dict[st
     _own_or_admin(name, user)  # the label's control characters: refused by TokenIn
     with state.db.session() as session:
         owner = users.get_user(session, name)
-        return {"token": users.issue_token(session, owner, body.name)}
+        return {"token": users.issue_token(session, owner, body.name, by=user)}
 
 
 @router.get("/users/{name}/tokens", response_model=list[TokenInfoOut], tags=["users"])
@@ -369,7 +420,8 @@ def revoke_tokens(name: str, user: Caller, state: State) -> dict[str, int]:
     report metrics until their next run."""
     _own_or_admin(name, user)
     with state.db.session() as session:
-        return {"revoked": users.revoke_tokens(session, users.get_user(session, name))}
+        owner = users.get_user(session, name)
+        return {"revoked": users.revoke_tokens(session, owner, by=user)}
 
 
 @router.delete("/users/{name}/tokens/{prefix}", response_model=RevokedOut, tags=["users"])
@@ -380,4 +432,4 @@ def revoke_token(name: str, prefix: str, user: Caller, state: State) -> dict[str
     checked_name(prefix, "token", "prefix")
     with state.db.session() as session:
         owner = users.get_user(session, name)
-        return {"revoked": users.revoke_tokens(session, owner, prefix=prefix)}
+        return {"revoked": users.revoke_tokens(session, owner, prefix=prefix, by=user)}

@@ -21,7 +21,8 @@ The user's row keeps who disabled them (``disabled_by``) and why (``disable_reas
 ``usermod --expiredate`` comments or Slurm's ``sacctmgr`` reasons: optional, at most
 :data:`MAX_DISABLE_REASON` characters, none a control character): ``danlu user ls``, the
 user's JSON, the 401 their tokens get and their queued jobs' ``pending_reason`` show them.
-Enabling clears both; the server's log keeps each disable and enable with them.
+Enabling clears both; the user's history (:mod:`~danlu.server.services.user_events`) keeps
+each disable with them, and each enable with what it cleared, as the server's log does.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from danlu.core.state import JobState
 from danlu.core.values import check_text, control_character, quoted
 from danlu.server.db.models import Job, Sweep, User
 from danlu.server.errors import ConflictError
-from danlu.server.services import jobs, sweeps
+from danlu.server.services import jobs, sweeps, user_events
 from danlu.server.services.common import lock_row, resolve_now
 from danlu.server.services.projects import HOLDING
 from danlu.server.services.users import ADMIN, get_user, owner_disabled
@@ -112,8 +113,10 @@ def disable(
     """Disable the user ``name`` (``by``: the admin who does it; ``reason``: why, see
     :func:`checked_reason`, stored with ``by``'s name). Disabling a disabled user keeps the
     time it was first disabled; a ``reason`` given then replaces the one stored (and who
-    gave it), none keeps it; with ``cancel_jobs`` it cancels what is left.
-    :class:`ConflictError` naming ``name`` for the last enabled admin."""
+    gave it), none keeps it; with ``cancel_jobs`` it cancels what is left. A disable that
+    changed the user's row or cancelled jobs is a ``disabled`` event of the user's history
+    (one that changed nothing is none). :class:`ConflictError` naming ``name`` for the last
+    enabled admin."""
     t = resolve_now(now)
     why = checked_reason(reason)
     found = get_user(session, name)
@@ -125,7 +128,8 @@ def disable(
         for sweep_id in list(session.scalars(running_sweeps.order_by(Sweep.seq))):
             sweeps.cancel(session, sweep_id, by, t)
     user = _locked(session, found)
-    if not user.disabled or why is not None:
+    changed = not user.disabled or why is not None
+    if changed:
         if not user.disabled:
             if user.is_admin:
                 _check_another_admin(session, user)
@@ -136,7 +140,17 @@ def disable(
     if cancel_jobs:
         _cancel_jobs(session, user, by, t)
         after = _counted(session, user, 0)
-        return replace(after, cancelled=max(0, before - after.queued))
+        done = replace(after, cancelled=max(0, before - after.queued))
+        if changed or done.cancelled or done.stopping:
+            jobs_said = (
+                f"cancel_jobs: {done.cancelled} queued cancelled, {done.stopping} running "
+                "being stopped"
+            )
+            detail = f"{why}; {jobs_said}" if why else jobs_said
+            user_events.record(session, user, user_events.DISABLED, by, detail, t)
+        return done
+    if changed:
+        user_events.record(session, user, user_events.DISABLED, by, why or "", t)
     # said at once, not only once a round has passed: their rows change (a version each),
     # so a round that read them before this commits starts none of them
     said = owner_disabled(name, user.disable_reason)
@@ -147,13 +161,18 @@ def disable(
 def enable(
     session: Session, name: str, now: float | None = None, *, by: User | None = None
 ) -> UserJobs:
-    """Enable the user ``name`` again (``by``: the admin who does it, for the log): their
-    tokens work again (those revoked meanwhile stay revoked) and their queued jobs are
-    scheduled as before; who disabled them and why is cleared. Enabling an enabled user
-    changes nothing."""
+    """Enable the user ``name`` again (``by``: the admin who does it, for the log and the
+    user's history): their tokens work again (those revoked meanwhile stay revoked) and
+    their queued jobs are scheduled as before; who disabled them and why is cleared off the
+    row, and kept in the ``enabled`` event. Enabling an enabled user changes nothing."""
+    t = resolve_now(now)
     user = _locked(session, get_user(session, name))
     if user.disabled:
         said = Job.pending_reason == owner_disabled(name, user.disable_reason)
+        was = [f"by {user.disabled_by}"] if user.disabled_by else []
+        was += [user.disable_reason] if user.disable_reason else []
+        detail = f"was disabled {': '.join(was)}" if was else ""
+        user_events.record(session, user, user_events.ENABLED, by, detail, t)
         log.info(
             "user %s enabled by %s (disabled by %s: %s)",
             name,

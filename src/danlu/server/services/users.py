@@ -12,7 +12,9 @@ import math
 import os
 import re
 import secrets
+from enum import Enum
 from pathlib import Path
+from typing import Final, Literal
 
 from sqlalchemy import Select, delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -21,6 +23,7 @@ from sqlalchemy.orm import Session
 from danlu.core.errors import SpecError
 from danlu.server.db.models import ApiToken, Project, User
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
+from danlu.server.services import user_events
 from danlu.server.services.common import delete_some, resolve_now
 from danlu.server.services.projects import DEFAULT_PROJECT
 
@@ -46,9 +49,11 @@ def create_user(
     now: float | None = None,
     *,
     os_user: str | None = None,
+    by: User | None = None,
 ) -> User:
     """Create a user; ``role`` is ``admin`` or ``user``; ``os_user`` the OS account its jobs
-    run as with ``DANLU_RUN_AS=user`` (None: the one named like it). A taken name is a
+    run as with ``DANLU_RUN_AS=user`` (None: the one named like it); ``by``: the admin who
+    does it, for the user's history (None: the control plane). A taken name is a
     ConflictError; a reserved one (:data:`RESERVED_NAMES`, in any case) a SpecError."""
     if not _NAME.match(name):
         raise SpecError("name", "use 1-63 letters, digits, '.', '_', '@' or '-'")
@@ -60,12 +65,15 @@ def create_user(
         )
     if role not in ROLES:
         raise SpecError("role", f"{role!r} is not a role; use one of {', '.join(ROLES)}")
-    user = User(name=name, role=role, created_at=resolve_now(now), os_user=checked_os_user(os_user))
+    t = resolve_now(now)
+    user = User(name=name, role=role, created_at=t, os_user=checked_os_user(os_user))
     try:
         with session.begin_nested():
             session.add(user)
     except IntegrityError:
         raise ConflictError(f"a user named {name!r} already exists", field="name") from None
+    account = f", os_user {user.os_user}" if user.os_user else ""
+    user_events.record(session, user, user_events.CREATED, by, f"role {role}{account}", t)
     return user
 
 
@@ -82,23 +90,68 @@ def checked_os_user(os_user: str | None) -> str | None:
     return os_user
 
 
-def set_os_user(session: Session, name: str, os_user: str | None) -> User:
-    """Set the OS account ``name``'s jobs run as (None: the one named like the user)."""
+class _Kept(Enum):
+    """The type of :data:`KEPT` (an enum of one, so that a type checker tells it apart)."""
+
+    KEPT = "kept"
+
+
+KEPT: Final = _Kept.KEPT
+"""A field of :func:`update_user` left as it is (``None`` is a value: no quota, no account
+of its own)."""
+
+
+def update_user(
+    session: Session,
+    name: str,
+    *,
+    os_user: str | Literal[_Kept.KEPT] | None = KEPT,
+    quota_gpus: float | Literal[_Kept.KEPT] | None = KEPT,
+    by: User | None = None,
+    now: float | None = None,
+) -> User:
+    """Change the user ``name``: ``os_user``, the OS account its jobs run as (None: the one
+    named like the user), and ``quota_gpus``, the most GPUs its running jobs may hold at
+    once, in all projects (None: no limit of its own; the jobs already running keep their
+    GPUs); a field left :data:`KEPT` stays as it is. What changed is one ``changed`` event
+    of the user's history, by ``by`` (nothing changed: none)."""
     user = get_user(session, name)
-    user.os_user = checked_os_user(os_user)
+    changes: list[str] = []
+    if os_user is not KEPT:
+        account = checked_os_user(os_user)
+        if account != user.os_user:
+            changes.append(_change("os_user", user.os_user, account))
+            user.os_user = account
+    if quota_gpus is not KEPT:
+        if quota_gpus is not None and not (math.isfinite(quota_gpus) and quota_gpus >= 0):
+            raise SpecError("quota_gpus", "give a number of GPUs >= 0, or null for no quota")
+        if quota_gpus != user.quota_gpus:
+            changes.append(_change("quota_gpus", user.quota_gpus, quota_gpus))
+            user.quota_gpus = quota_gpus
     session.flush()
+    if changes:
+        user_events.record(session, user, user_events.CHANGED, by, "; ".join(changes), now)
     return user
 
 
-def set_quota(session: Session, name: str, quota_gpus: float | None) -> User:
+def _change(field: str, old: object, new: object) -> str:
+    """One field's change as a ``changed`` event says it: ``quota_gpus none -> 8``."""
+    return f"{field} {user_events.shown_value(old)} -> {user_events.shown_value(new)}"
+
+
+def set_os_user(
+    session: Session, name: str, os_user: str | None, *, by: User | None = None
+) -> User:
+    """Set the OS account ``name``'s jobs run as (None: the one named like the user)."""
+    return update_user(session, name, os_user=os_user, by=by)
+
+
+def set_quota(
+    session: Session, name: str, quota_gpus: float | None, *, by: User | None = None
+) -> User:
     """Set the most GPUs ``name``'s running jobs may hold at once, in all projects (None: no
     limit of its own); the jobs already running keep their GPUs."""
-    if quota_gpus is not None and not (math.isfinite(quota_gpus) and quota_gpus >= 0):
-        raise SpecError("quota_gpus", "give a number of GPUs >= 0, or null for no quota")
-    user = get_user(session, name)
-    user.quota_gpus = quota_gpus
-    session.flush()
-    return user
+    return update_user(session, name, quota_gpus=quota_gpus, by=by)
 
 
 def get_user(session: Session, name: str) -> User:
@@ -122,6 +175,7 @@ def issue_token(
     *,
     job_id: str | None = None,
     capped: bool = True,
+    by: User | None = None,
 ) -> str:
     """Create an API token for ``user``; return the plain token (never stored).
 
@@ -129,7 +183,8 @@ def issue_token(
     metrics (see :attr:`ApiToken.job_id`), and the tokens of the job's earlier runs are
     revoked. Without, :class:`ConflictError` when the user is disabled or holds
     :data:`MAX_LIVE_TOKENS` live tokens already, unless ``capped`` is false (the admin
-    bootstrap: a server start is never refused)."""
+    bootstrap: a server start is never refused); and a ``token_issued`` event of the
+    user's history, by ``by`` (the user, or an admin; None: the control plane)."""
     t = resolve_now(now)
     if job_id is None and capped:
         _check_token_room(session, user)
@@ -139,17 +194,19 @@ def issue_token(
             row.revoked_at = t
     prefix = secrets.token_hex(4)
     token = f"dl_{prefix}_{secrets.token_urlsafe(32)}"
-    session.add(
-        ApiToken(
-            user_id=user.id,
-            name=name[:64],
-            prefix=prefix,
-            token_hash=hash_token(token),
-            created_at=t,
-            job_id=job_id,
-        )
+    row = ApiToken(
+        user_id=user.id,
+        name=name[:64],
+        prefix=prefix,
+        token_hash=hash_token(token),
+        created_at=t,
+        job_id=job_id,
     )
+    session.add(row)
     session.flush()
+    if job_id is None:  # a job run's own token is no one's doing: one a run
+        detail = f"token {user_events.token_text(row)}"
+        user_events.record(session, user, user_events.TOKEN_ISSUED, by, detail, t)
     return token
 
 
@@ -334,12 +391,19 @@ def token_prefix(given: str) -> str:
 
 
 def revoke_tokens(
-    session: Session, user: User, now: float | None = None, *, prefix: str | None = None
+    session: Session,
+    user: User,
+    now: float | None = None,
+    *,
+    prefix: str | None = None,
+    by: User | None = None,
 ) -> int:
     """Revoke every live token of ``user`` (with ``prefix``: the one whose public prefix it
     is, the ``dl_PREFIX_...`` part, given as :func:`token_prefix` reads it); return how
-    many. Raises :class:`NotFoundError` when ``prefix`` names no live token of the user."""
+    many, each named in a ``token_revoked`` event of the user's history, by ``by``. Raises
+    :class:`NotFoundError` when ``prefix`` names no live token of the user."""
     t = resolve_now(now)
+    user_events.hold(session, user)  # the user's row before the tokens', as an issue takes
     wanted = None if prefix is None else token_prefix(prefix)
     rows = [row for row in live_tokens(session, user) if wanted in (None, row.prefix)]
     if prefix is not None and not rows:
@@ -347,6 +411,9 @@ def revoke_tokens(
     for row in rows:
         row.revoked_at = t
     session.flush()
+    if rows:
+        detail = user_events.tokens_text(rows, every=prefix is None)
+        user_events.record(session, user, user_events.TOKEN_REVOKED, by, detail, t)
     return len(rows)
 
 
@@ -412,16 +479,18 @@ def bootstrap_admin(session: Session, token_path: Path, now: float | None = None
             if user is not None and user.id == admin.id:
                 session.commit()
                 return None
-        session.execute(
-            update(ApiToken)
-            .where(
-                ApiToken.user_id == admin.id,
-                ApiToken.name == BOOTSTRAP,
-                ApiToken.job_id.is_(None),
-                ApiToken.revoked_at.is_(None),
-            )
-            .values(revoked_at=resolve_now(now))
+        stale = select(ApiToken).where(
+            ApiToken.user_id == admin.id,
+            ApiToken.name == BOOTSTRAP,
+            ApiToken.job_id.is_(None),
+            ApiToken.revoked_at.is_(None),
         )
+        rows = list(session.scalars(stale.order_by(ApiToken.id)))
+        for row in rows:
+            row.revoked_at = resolve_now(now)
+        if rows:
+            detail = user_events.tokens_text(rows, every=False)
+            user_events.record(session, admin, user_events.TOKEN_REVOKED, None, detail, now)
     token = issue_token(session, admin, BOOTSTRAP, now, capped=False)
     session.commit()
     _write_secret(token_path, token)

@@ -50,12 +50,14 @@ from danlu.server.routes.schemas.users import (
     TokenIn,
     TokenInfoOut,
     TokenOut,
+    UserEventOut,
     UserIn,
     UserJobsOut,
     UserName,
     UserOut,
     UserPatch,
     token_out,
+    user_event_out,
     user_out,
 )
 from danlu.server.routes.schemas.webhooks import DeliveryOut, WebhookIn, WebhookOut
@@ -93,6 +95,7 @@ __all__ = [
     "TrialOut",
     "UncordonIn",
     "UsageOut",
+    "UserEventOut",
     "UserIn",
     "UserJobsOut",
     "UserName",
@@ -109,5 +112,6 @@ __all__ = [
     "project_out",
     "sees_holder",
     "token_out",
+    "user_event_out",
     "user_out",
 ]

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from danlu.core.values import control_character
-from danlu.server.db import ApiToken, User
+from danlu.server.db import ApiToken, User, UserEvent
 from danlu.server.routes.schemas.base import _In, _no_boolean
 
 UserName = Annotated[str, Field(min_length=1, max_length=64)]
@@ -79,6 +79,20 @@ class UserJobsOut(BaseModel):
     stopping: int
 
 
+class UserEventOut(BaseModel):
+    """One thing that happened to a user's account (``GET /users/{name}/events``), by
+    ``actor`` (null: the control plane itself), ``detail`` saying what in words: a
+    ``changed`` event's fields old and new, a ``disabled`` one's reason, a token's public
+    prefix and label (never its secret)."""
+
+    id: int
+    user: str
+    time: float
+    kind: Literal["created", "changed", "disabled", "enabled", "token_issued", "token_revoked"]
+    actor: str | None
+    detail: str
+
+
 class TokenIn(_In):
     """A new API token's label: no control characters (an admin's ``danlu user tokens``
     prints it, where an ESC sequence or a line break would act on the terminal)."""
@@ -142,4 +156,16 @@ def user_out(user: User) -> dict[str, Any]:
         "disabled_at": user.disabled_at,
         "disabled_by": user.disabled_by,
         "disable_reason": user.disable_reason,
+    }
+
+
+def user_event_out(event: UserEvent, user: str) -> dict[str, Any]:
+    """``event``, one of the user ``user``'s, as the API's UserEvent object."""
+    return {
+        "id": event.id,
+        "user": user,
+        "time": event.time,
+        "kind": event.kind,
+        "actor": event.actor,
+        "detail": event.detail,
     }
