@@ -37,7 +37,8 @@ def test_health_openapi_and_auth_required(live: Live) -> None:
     health = httpx.get(f"{live.url}/api/v1/health")
     assert health.status_code == 200
     assert health.json()["status"] == "ok"
-    schema = httpx.get(f"{live.url}/api/v1/openapi.json").json()
+    # the schema is built at its first request: seconds under a loaded suite (5 s default)
+    schema = httpx.get(f"{live.url}/api/v1/openapi.json", timeout=60).json()
     paths = set(schema["paths"])
     for path in (
         "/api/v1/jobs",
