@@ -1,7 +1,8 @@
 """``danlu user disable / enable`` and the state ``danlu user ls`` shows, through Typer's
 CliRunner against the real API app in this process on a SQLite store: a disabled user's
 token is refused with a line saying so, no token is issued to them, and the last enabled
-admin cannot be disabled."""
+admin cannot be disabled; ``danlu user show`` gives a user's record and history, each
+change by whom, to the user herself or an admin."""
 
 from __future__ import annotations
 
@@ -130,3 +131,34 @@ def test_the_reason_is_sent_shown_by_user_ls_and_in_the_refusal(server: str) -> 
     assert "by admin: left the team [ops]" in alice, out
     code, _, err = run("whoami", "--token", token)
     assert code == 2 and "'alice' is disabled (by admin: left the team [ops])" in err
+
+
+def test_a_user_is_shown_with_her_history(server: str) -> None:
+    for step in (("add", "alice"), ("add", "bob"), ("set", "alice", "--quota-gpus", "8")):
+        assert run("user", *step)[0] == 0
+    token = run("user", "token", "alice", "--label", "laptop")[1].strip()
+    assert run("user", "disable", "alice", "--reason", "left the team")[0] == 0
+    code, out, err = run("user", "show", "alice")
+    assert code == 0, err
+    lines = [" ".join(line.split()) for line in out.splitlines()]
+    assert "user alice" in lines and "GPU quota 8 GPUs" in lines, out
+    assert any(line.startswith("state disabled since") for line in lines), out
+    rows = [line.split("│")[2:5] for line in out.splitlines() if line.startswith("│ 2")]
+    assert [[cell.strip() for cell in row] for row in rows] == [
+        ["created", "admin", "role user"],
+        ["changed", "admin", "quota_gpus none -> 8"],
+        ["token_issued", "admin", f"token {token.split('_')[1]} (laptop)"],
+        ["disabled", "admin", "left the team"],
+    ], out
+    code, out, _ = run("user", "show", "alice", "--json")
+    shown = json.loads(out)
+    assert code == 0 and shown["name"] == "alice" and shown["disable_reason"] == "left the team"
+    assert [e["kind"] for e in shown["events"]][-1] == "disabled"
+    assert token not in out
+    bob = run("user", "token", "bob")[1].strip()
+    code, out, _ = run("user", "show", "bob", "--token", bob)
+    assert code == 0 and out.split()[:2] == ["user", "bob"], out
+    code, _, err = run("user", "show", "alice", "--token", bob)
+    assert code == 2 and "only 'alice' or an admin" in err, err
+    code, _, err = run("user", "show", "nobody")
+    assert code == 2 and "user 'nobody' not found" in err, err
