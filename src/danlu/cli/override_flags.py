@@ -37,6 +37,16 @@ TimeLimitOpt = Annotated[
         "--time-limit", help="Stop the job once it has run this long: 3600, 90m, 04:00:00."
     ),
 ]
+RerunTimeLimitOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--time-limit",
+        help="New time limit: 3600, 90m, 04:00:00; none (or UNLIMITED) removes the job's.",
+    ),
+]
+"""``danlu rerun``'s ``--time-limit``: passed to the server as given, which reads the
+duration, or ``none`` that removes the finished job's limit (a spec file refuses the word:
+``danlu submit``'s is :data:`TimeLimitOpt`)."""
 MaxRestartsOpt = Annotated[
     int | None,
     int_option("--max-restarts", help="Restarts after a failure.", example="3", low=0),

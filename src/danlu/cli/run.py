@@ -38,11 +38,13 @@ from danlu.cli.options import HomeOpt, TokenOpt, UrlOpt, int_option, path_of, re
 from danlu.cli.output import PIPE_CLOSED, quiet_stdout, stderr_written, write_bytes
 from danlu.cli.override_flags import EnvOpt
 from danlu.cli.spec_build import set_path, spec_body
-from danlu.cli.spec_flags import by_flag, flag_error
+from danlu.cli.spec_flags import FlagWrite, flag_error, flag_writes, named_by_flag
 from danlu.client import Client
+from danlu.client.errors import ApiError
 from danlu.config import caller_env
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.state import JobState
+from danlu.core.values import control_character
 
 FAILED_WITHOUT_CODE = 1
 """The exit code of a job that ended without an exit code of its own: cancelled before its
@@ -141,12 +143,23 @@ def job_name(argv: list[str]) -> str:
 
 def environment(items: list[str], here: dict[str, str]) -> dict[str, str]:
     """``--env`` items as the job's environment: ``NAME=VALUE``, or ``NAME`` for its value in
-    ``here`` (the caller's environment)."""
+    ``here`` (the caller's environment). A name the spec refuses (empty, or holding a
+    control character) is refused here, named by its ``--env``: the spec's refusal names
+    only its ``env``, which the user of ``danlu run`` never wrote (nor ``danlu submit``'s
+    spec file)."""
     out: dict[str, str] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not name:
             raise flag_error("env", f"--env {item!r}", "write NAME=VALUE or NAME")
+        char = control_character(name)
+        if char is not None:
+            raise flag_error(
+                "env",
+                f"--env {item!r}",
+                "a variable name must not contain control characters (line breaks, tabs, "
+                f"ESC sequences, bidirectional overrides), got {char!r}: write it without them",
+            )
         if not sep:
             if name not in here:
                 raise flag_error(
@@ -166,7 +179,8 @@ def run_body(
     options: dict[str, Any],
 ) -> dict[str, Any]:
     """The job spec ``danlu run`` submits, validated here: ``options`` are dotted fields
-    (``resources.gpus``) set when not None."""
+    (``resources.gpus``) set when not None. A refused field a flag gave is named by that
+    flag (:func:`run_writes`: ``--name: ...``, ``--env SEED: ...``)."""
     if not argv:
         raise SpecError("command", "give the command after --, e.g. danlu run -- python train.py")
     data: dict[str, Any] = {
@@ -181,8 +195,15 @@ def run_body(
             set_path(data, key, value)
     try:
         return spec_body(data)
-    except SpecError as exc:  # a field a flag gave is named by that flag (--name: ...)
-        raise by_flag(exc, {**options, "name": name}, ()) from None
+    except SpecError as exc:
+        raise named_by_flag(exc, run_writes(name, env, options)) from None
+
+
+def run_writes(name: str | None, env: dict[str, str], options: dict[str, Any]) -> list[FlagWrite]:
+    """What ``danlu run``'s flags wrote into its spec (``--name`` when given, ``options``,
+    ``--env``'s variables), by which a refusal of a field they gave, local or the server's,
+    is named (:func:`~danlu.cli.spec_flags.named_by_flag`)."""
+    return flag_writes({**options, "name": name}, (), env)
 
 
 def exit_code(job: dict[str, Any]) -> int:
@@ -259,31 +280,32 @@ def run(
     """Run a command as a job and stay attached: its output here, its exit code as this
     command's, Ctrl-C cancels it. Example: danlu run --gpus 2 -- python train.py --lr 0.1"""
     argv = list(command or [])
+    options: dict[str, Any] = {
+        "resources.gpus": gpus,
+        "resources.gpu_memory": gpu_memory,
+        "project": project,
+        "priority": priority,
+        "time_limit": time_limit,
+        "max_restarts": max_restarts,
+    }
     try:
         # "" was read as none given: the job took the program's name (--name "$N", N unset)
         refuse_empty("--name", name, "give a job name, or leave --name out for the program's")
-        body = run_body(
-            argv,
-            name=name,
-            workdir=_here() if workdir is None else workdir,
-            env=environment(list(env or []), caller_env()),
-            options={
-                "resources.gpus": gpus,
-                "resources.gpu_memory": gpu_memory,
-                "project": project,
-                "priority": priority,
-                "time_limit": time_limit,
-                "max_restarts": max_restarts,
-            },
-        )
+        variables = environment(list(env or []), caller_env())
+        workdir = _here() if workdir is None else workdir
+        body = run_body(argv, name=name, workdir=workdir, env=variables, options=options)
     except DanluError as exc:
         raise fail(exc) from None
+    writes = run_writes(name, variables, options)
     with connect(home, url, token) as client:
         signals = RunSignals()
         job_id: str | None = None
         try:
             with stop_signals(signals, (signal.SIGINT, *STOP_SIGNALS)):
-                made = client.submit(body)
+                try:
+                    made = client.submit(body)
+                except ApiError as exc:  # a field a flag gave, named by it (--env SEED: ...)
+                    raise named_by_flag(exc, writes) from None
                 job_id = str(made["id"])
                 say(f"danlu: job {job_id} submitted (Ctrl-C cancels it)")
                 for note in submitted_notes(made)[1]:  # whole GPUs for a memory not estimated

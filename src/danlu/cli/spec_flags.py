@@ -204,10 +204,3 @@ def named_by_flag(exc: Refusal, writes: Sequence[FlagWrite]) -> Refusal | FlagVa
     if isinstance(exc, ApiError):
         message = visible(message)
     return flag_error(exc.field, write.flag, message)
-
-
-def by_flag(exc: SpecError, overrides: Mapping[str, Any], sets: Sequence[str] = ()) -> SpecError:
-    """``exc`` (the validation's error for one field) named by the flag of ``overrides``
-    or ``sets`` (``--set``, applied after them) that gave that field its value
-    (:func:`named_by_flag`); ``exc`` itself when the value came from the file."""
-    return named_by_flag(exc, flag_writes(overrides, sets))
