@@ -30,24 +30,50 @@ STATE_STYLE: dict[str, str] = {
 NOT_LAUNCHED = "not launched"
 """What follows the state of a job holding GPUs (RUNNING, PREEMPTING) whose current run the
 executor has not launched (the API's ``launched`` false): placed, or stopped before its
-launch, it holds its GPUs but runs nothing, so no output comes. The dashboard's Jobs table
-(``jobs.js``) says the same, also for a held job (its ``why`` says it is held)."""
+launch, it holds its GPUs but runs nothing, so no output comes. It wins over :data:`HELD`: a
+held job whose run never launched runs nothing to checkpoint (its ``why`` says it is held).
+The dashboard's Jobs table (``jobs.js``'s ``stateNote``) says the same."""
+
+HELD = "held"
+"""What follows the state of an unfinished job that is held (the API's ``held_at`` set:
+``danlu hold``): a PENDING one is passed by until released, a RUNNING one is preempted by
+checkpoint in the next round. Not said of an ended job, which keeps its ``held_at``, nor
+where :data:`NOT_LAUNCHED` is; the dashboard's Jobs table (``jobs.js``'s ``stateNote``)
+says the same."""
 
 HOLDING_STATES = ("RUNNING", "PREEMPTING")
 """The states of a job that holds GPUs: those whose run may be not launched."""
 
+UNFINISHED = ("PENDING", "RUNNING", "PREEMPTING", "RESTARTING")
+"""The states of a job not ended: those that :data:`HELD` is said of."""
 
-def state_text(state: str, launched: bool = True, stacked: bool = False) -> Text:
+
+def state_text(
+    state: str, launched: bool = True, stacked: bool = False, held: bool = False
+) -> Text:
     """A job state, coloured; a state no danlu sends (another version's, a bad reply's) is
     shown with its control characters written as escapes, never acted on. A job holding
     GPUs whose run is not ``launched`` reads ``RUNNING (not launched)`` or ``PREEMPTING (not
-    launched)`` (:data:`NOT_LAUNCHED`); ``stacked``, ``not launched`` on a line under the
-    state (a narrow table's cell)."""
+    launched)`` (:data:`NOT_LAUNCHED`), else an unfinished ``held`` one ``RUNNING (held)``,
+    ``PENDING (held)`` (:data:`HELD`); ``stacked``, the note on a line under the state (a
+    narrow table's cell)."""
     text = Text(visible(state), style=STATE_STYLE.get(state, ""))
+    note = None
     if state in HOLDING_STATES and not launched:
-        note = f"\n{NOT_LAUNCHED}" if stacked else f" ({NOT_LAUNCHED})"
-        text.append(note, style=STATE_STYLE["PENDING"])
+        note = NOT_LAUNCHED
+    elif state in UNFINISHED and held:
+        note = HELD
+    if note is not None:
+        text.append(f"\n{note}" if stacked else f" ({note})", style=STATE_STYLE["PENDING"])
     return text
+
+
+def job_state_text(job: Mapping[str, Any], stacked: bool = False) -> Text:
+    """``job``'s state as :func:`state_text` shows it, with its notes: whether its run is
+    launched (:func:`run_launched`) and whether it is held (its ``held_at``), as the
+    dashboard's Jobs table writes them."""
+    held = job.get("held_at") is not None
+    return state_text(str(job.get("state", "")), run_launched(job), stacked, held)
 
 
 def run_launched(job: Mapping[str, Any]) -> bool:
@@ -188,25 +214,24 @@ def _job_cells(job: dict[str, Any], now: float) -> dict[str, Text]:
         "where": where,
     }
     cells = {key: Text(visible(str(value))) for key, value in plain.items()}
-    state, ran = str(job.get("state", "")), run_launched(job)
-    cells["state"] = state_text(state, ran)
-    cells[STACKED_STATE] = state_text(state, ran, stacked=True)
+    cells["state"] = job_state_text(job)
+    cells[STACKED_STATE] = job_state_text(job, stacked=True)
     return cells
 
 
 STACKED_STATE = "stacked state"
 """The key of a job's cells whose state is on two lines where it has a note (``RUNNING`` over
-``not launched``): the state column of a table that is too wide with it on one."""
+``not launched`` or ``held``): the state column of a table that is too wide with it on one."""
 
 
 class JobsTable(FittedTable):
     """The table of :func:`jobs_table`, laid out for the width it is printed at (or
     ``width``): under :data:`NARROW` columns without user, priority and restarts; where the
     ids and states would be cut, a line per job. A state with a note (``RUNNING (not
-    launched)``) is on one line where the table fits so, else on two lines of its cell
-    (``RUNNING`` over ``not launched``: no wider than ``PREEMPTING`` by more than 2, where
-    the note on one line turned many a table at 80 columns into a line per job); into a pipe
-    or a file on one line (:meth:`whole_table`)."""
+    launched)``, ``RUNNING (held)``) is on one line where the table fits so, else on two lines
+    of its cell (``RUNNING`` over ``not launched``: no wider than ``PREEMPTING`` by more than
+    2, where the note on one line turned many a table at 80 columns into a line per job); into
+    a pipe or a file on one line (:meth:`whole_table`)."""
 
     FLOORS: Mapping[str, int] = {"name": 8, "where / why": 14}
 

@@ -21,7 +21,7 @@ from danlu.cli import jobs as common
 from danlu.cli import top as top_view
 from danlu.cli import waiting
 from danlu.cli.fitted_table import print_whole
-from danlu.cli.job_table import run_launched
+from danlu.cli.job_table import job_state_text
 from danlu.cli.log_attempts import attempt_marks
 from danlu.cli.markup import after_state, as_text, reason_after_state
 from danlu.cli.options import (
@@ -192,7 +192,7 @@ def _show_job(data: dict[str, Any], events: list[dict[str, Any]]) -> None:
     table.add_column()
     for key in ("id", "name", "project", "user", "priority"):
         table.add_row(key, as_text(data.get(key)))
-    table.add_row("state", top_view.state_text(str(data.get("state")), run_launched(data)))
+    table.add_row("state", job_state_text(data))
     for key in ("restarts", "preemptions", "exit_code", "batch_size", "checkpoint_step"):
         if data.get(key) is not None:
             table.add_row(key, as_text(data[key]))

@@ -108,23 +108,58 @@ def lock_home(home: Path) -> IO[str]:
     last (:func:`~danlu.server.plane_owner.sign_home_lock`): gone, once this one holds the
     lock (:func:`~danlu.server.plane_owner.last_home_holder`).
     """
-    path = home / "server.lock"
+    path = home / HOME_LOCK
     handle = path.open("a+", encoding="utf-8")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         handle.close()
-        running = ""
-        try:
-            info = json.loads((home / "server.json").read_text(encoding="utf-8"))
-            running = f" (pid {int(info['pid'])}, {info['url']})"
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-        raise HomeInUse(
-            f"home {str(home)!r} is in use by another danlu server{running}; stop that server "
-            "or start this one with another --home (DANLU_HOME)"
-        ) from None
+        raise home_in_use(home) from None
     return handle
+
+
+HOME_LOCK = "server.lock"
+"""The file in a home whose ``flock`` its running control plane holds (:func:`lock_home`)."""
+
+
+def home_in_use(home: Path) -> HomeInUse:
+    """The refusal of a start-up on ``home`` while another running plane holds it, naming
+    that plane's pid and URL where its ``server.json`` says them, and the fix."""
+    running = ""
+    try:
+        info = json.loads((home / "server.json").read_text(encoding="utf-8"))
+        running = f" (pid {int(info['pid'])}, {info['url']})"
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return HomeInUse(
+        f"home {str(home)!r} is in use by another danlu server{running}; stop that server "
+        "or start this one with another --home (DANLU_HOME)"
+    )
+
+
+def check_home_free(home: Path) -> None:
+    """Raise :class:`HomeInUse` where ``home``'s :data:`HOME_LOCK` exists and a running
+    plane holds it, before anything is made or joined: ``--executor ray`` joins the Ray
+    cluster to look at its claim (:func:`check_cluster`), which made this process a driver of
+    the cluster (or started a local one) for a start-up :func:`lock_home` refused only after
+    that. Nothing is made or kept: a home or lock file that does not exist (or cannot be
+    opened: :func:`lock_home` says why) passes, and the lock is tried without waiting
+    (shared: two start-ups asking at once do not refuse each other) and given up at once (a
+    start-up of the same home taking it in that instant is refused as for a home in use); a
+    plane that takes the home after is refused by :func:`lock_home`."""
+    try:
+        # O_NONBLOCK: a FIFO put in its place is not waited on
+        fd = os.open(home / HOME_LOCK, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise home_in_use(home) from None
+    except OSError:  # a file flock cannot lock: left to lock_home
+        pass
+    finally:
+        os.close(fd)  # the lock, if taken, with it
 
 
 def _announce(text: str) -> None:
@@ -314,7 +349,8 @@ def prepare(
     name for a wildcard ``host``). What can be checked without making anything (the settings,
     ``port``, ``host``, ``fake_gpus``, the cluster: :func:`check_cluster`; for a home not made
     yet, the port bound) is checked before the home is made: a refused start-up leaves no home
-    behind, nor touches one made before."""
+    behind, nor touches one made before. A home another running plane holds is refused
+    (:func:`check_home_free`) before the cluster is read or joined."""
     home = Path(settings.home)
     check_run_as(settings)
     check_executor_settings(settings, fake_gpus)  # before anything is made
@@ -326,6 +362,7 @@ def prepare(
     check_listen_address(host)
     if settings.executor == "local" and fake_gpus:
         fake_inventory(fake_gpus)
+    check_home_free(home)  # another plane's home: refused before the cluster is joined
     check_cluster(settings)  # Slurm or Ray answers: before the home and the database are made
     # a new home's port is bound before the home is made: a port taken left the home made
     # (admin.token, danlu.db, logs/); an existing home's is bound later, so that a second

@@ -85,12 +85,13 @@ function notLaunched(job) {
 }
 
 function stateNote(job) {
-  // what follows a job's state: " (not launched)" for a run not launched (notLaunched), as
-  // danlu ls says it (cli/job_table.py's NOT_LAUNCHED), " (held)", " (waiting)" for a
-  // dependency. Not launched wins over held, as in danlu ls: a held job that holds GPUs is
-  // preempted by checkpoint, but one whose run never launched runs nothing to checkpoint,
-  // and its why says it is held. Notes on an unfinished job only: an ended one keeps its
-  // held_at and waiting_on
+  // what follows a job's state: " (not launched)" for a run not launched (notLaunched), else
+  // " (held)" for a held job, as danlu ls, show and top say them (cli/job_table.py's
+  // NOT_LAUNCHED and HELD), else " (waiting)" for a dependency (danlu ls says that in its
+  // why only). Not launched wins over held: a held job that holds GPUs is preempted by
+  // checkpoint, but one whose run never launched runs nothing to checkpoint, and its why
+  // says it is held. Notes on an unfinished job only: an ended one keeps its held_at and
+  // waiting_on
   if (!UNFINISHED.includes(job.state)) return "";
   if (notLaunched(job)) return " (not launched)";
   if (job.held_at) return " (held)";
