@@ -3,6 +3,8 @@ elastic job (traced for real, in a subprocess, outside any transaction)."""
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -10,7 +12,7 @@ import pytest
 from danlu.core.cluster import Cluster, GpuType, Node, gpu_type
 from danlu.core.spec import parse_spec
 from danlu.core.units import GiB, format_bytes
-from danlu.estimate.memory import GPUS, predict
+from danlu.estimate.memory import GPUS, StepTrace, TraceRequest, predict
 from danlu.server.routes.estimation import (
     resolve_memory,
     resolve_micro_batch_limit,
@@ -20,6 +22,33 @@ from danlu.server.routes.estimation import (
 CLUSTER = Cluster((Node("n0", 4, gpu_type("H100")),), name="t")
 
 
+Trace = Callable[..., list[StepTrace]]
+"""``predict.trace``: (request, progress, timeout_s, workers) -> a trace per batch size."""
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_trace_per_request() -> Iterator[Trace]:
+    """Trace each distinct request once in this module (a subprocess each, 5-10 s), and give
+    later asks for it a copy of that trace: the tests here check what the server asks the
+    tracer for and what it makes of the answer, and several ask for the same trace. Each
+    ask is still a call of ``predict.trace`` (counted by :func:`_counting` and
+    :func:`_requests`); a trace that fails is not kept. Gives the real ``predict.trace``,
+    for a test that compares with a trace of its own."""
+    real: Trace = predict.trace
+    traced: dict[TraceRequest, list[StepTrace]] = {}
+
+    def once(
+        req: TraceRequest, progress: Any = None, timeout_s: float = 60.0, workers: Any = None
+    ) -> list[StepTrace]:
+        if req not in traced:
+            traced[req] = real(req, progress, timeout_s, workers)
+        return copy.deepcopy(traced[req])
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(predict, "trace", once)
+        yield real
+
+
 def _spec(gpus: str = "1..4", **training: Any) -> Any:
     hints = {"global_batch_size": 64, "max_batch_size": 4096, **training}
     return parse_spec(
@@ -27,12 +56,17 @@ def _spec(gpus: str = "1..4", **training: Any) -> Any:
     )
 
 
-def test_an_elastic_job_s_micro_batch_limit_fits_its_memory_share() -> None:
+def test_an_elastic_job_s_micro_batch_limit_fits_its_memory_share(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen = _requests(monkeypatch)
     spec = _spec(model="danlu.estimate.zoo:resnet_tiny")
     # resnet_tiny on an H100 (CUDA context included): ~586 MiB at batch 1, ~686 MiB at 128,
     # ~978 MiB at 512; 1 GiB less 5 % fits a few hundred samples
     limit = resolve_micro_batch_limit(spec, CLUSTER, 120.0, gpu_memory=1 * GiB)
     assert limit is not None and 128 < limit < 512
+    # with DDP's buckets: an elastic 1..4 job may grow to more than one GPU
+    assert [r.data_parallel for r in seen] == [True]
 
 
 def test_no_limit_for_other_jobs_or_a_failing_model() -> None:
@@ -217,8 +251,7 @@ def test_a_job_on_more_than_one_gpu_is_estimated_with_ddp_s_buckets(
     assert [r.data_parallel for r in seen] == [False, True]
     assert one.gpu_memory is not None and two.gpu_memory is not None
     assert two.gpu_memory > one.gpu_memory
-    resolve_micro_batch_limit(_spec(model="danlu.estimate.zoo:mlp_small"), CLUSTER, 120.0)
-    assert seen[-1].data_parallel  # elastic 1..4: it may grow to more than one GPU
+    # an elastic 1..4 job's micro-batch limit traced with DDP's buckets: the first test's
 
 
 def _auto(gpus: str, model: str = "danlu.estimate.zoo:gpt2_tiny", **training: Any) -> Any:
@@ -278,17 +311,18 @@ def test_auto_memory_is_traced_at_the_batch_one_gpu_runs(
 
 
 def test_a_multi_gpu_auto_job_is_charged_its_per_gpu_batch_under_ddp(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, one_trace_per_request: Trace
 ) -> None:
     """4 GPUs, global batch 64: the share is the peak of batch 16 with DDP's buckets, the
     same bytes a direct estimate of one such GPU gives, well below the whole batch's."""
-    from danlu.estimate.memory import TraceRequest, estimate_memory
+    from danlu.estimate.memory import estimate_memory
 
     seen = _requests(monkeypatch)
     four, _ = resolve_memory(_auto("4", global_batch_size=64), CLUSTER, 120.0)
     assert [(r.batch_sizes, r.data_parallel) for r in seen] == [((16,), True)]
     one, _ = resolve_memory(_auto("1", global_batch_size=64), CLUSTER, 120.0)
     assert [(r.batch_sizes, r.data_parallel) for r in seen[1:]] == [((64,), False)]
+    monkeypatch.setattr(predict, "trace", one_trace_per_request)  # a subprocess of its own
     direct = estimate_memory(
         TraceRequest("danlu.estimate.zoo:gpt2_tiny", (16,), data_parallel=True), GPUS["h100"]
     )[0]

@@ -35,7 +35,7 @@ from danlu.core.errors import ConfigError
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database, Lease, current_revision, head_revision
 from danlu.server.db import migrate as migrate_module
-from danlu.server.plane_lease import LEASE, take_scheduler_lease
+from danlu.server.plane_lease import LEASE, LeaseWatch, take_scheduler_lease
 from danlu.server.services import jobs, locks, users
 
 NOW = 1_000_000.0
@@ -61,6 +61,10 @@ def _state(api: httpx.Client, job_id: str) -> str:
 # -- one plane per database -------------------------------------------------------------------
 
 
+# SQLite only: on PostgreSQL the start-up's refusal of a live holder, naming it, is
+# test_start_up_refuses_a_live_holder_naming_it (in process), and a real plane refused
+# there (its exit status, no traceback) is test_lost_home_takeover's
+@pytest.mark.parametrize("backend", ["sqlite"])
 def test_a_second_plane_on_a_database_is_refused_naming_the_first(
     fresh_url: str, tmp_path: Path
 ) -> None:
@@ -184,7 +188,9 @@ def test_start_up_waits_for_a_lease_that_lapses(db: Database, tmp_path: Path) ->
     with db.session() as s:
         assert locks.acquire_lease(s, LEASE, "gone", 1.0, time.time(), "elsewhere:1:1")
     settings = load_settings(home=tmp_path / "home")
-    token = take_scheduler_lease(db, settings)
+    # a watch of a 1 s TTL (a plane's is at least 10 s): the row records none, so the wait
+    # is that TTL and LEASE_GRACE, on the real clocks
+    token = take_scheduler_lease(db, settings, watch=LeaseWatch(1.0))
     with db.read_session() as s:
         lease = s.get(Lease, LEASE)
         assert lease is not None and lease.lock_token == token
