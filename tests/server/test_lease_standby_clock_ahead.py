@@ -24,7 +24,7 @@ from danlu.executors import FakeExecutor, FakeWorld
 from danlu.sched.registry import make_policy
 from danlu.server import main, plane_lease
 from danlu.server.db import Database, Lease, upgrade_database
-from danlu.server.plane_lease import LEASE, LEASE_GRACE, LEASE_WAIT_CAP
+from danlu.server.plane_lease import LEASE, LEASE_GRACE, LEASE_POLL, LEASE_WAIT_CAP
 from danlu.server.reconcile import Reconciler
 from danlu.server.services import jobs, locks
 
@@ -142,13 +142,19 @@ def test_start_up_takes_a_lapsed_lease_once_it_stayed_unrenewed_for_its_ttl(
         assert locks.acquire_lease(s, LEASE, "gone", 10.0, NOW - 100, "farhost:77:5")
     clock = Clock(NOW)
 
+    slept: list[float] = []
+
     def sleep(seconds: float) -> None:
+        slept.append(seconds)
         clock.now += seconds
 
     settings = load_settings(home=tmp_path / "home")
     token = plane_lease.take_scheduler_lease(db, settings, clock=clock, sleep=sleep)
     ttl = plane_lease.scheduler_lease_ttl(settings)
     assert ttl + LEASE_GRACE <= clock.now - NOW <= ttl + LEASE_GRACE + 1
+    # a read of the store a poll's interval, also past the renewal deadline (it polled
+    # every 10 ms there: a thousand reads over the lease's TTL)
+    assert len(slept) <= (ttl + LEASE_GRACE) / LEASE_POLL + 2, len(slept)
     assert _lease_token(db) == token
 
 

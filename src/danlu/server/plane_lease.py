@@ -504,7 +504,15 @@ def take_scheduler_lease(
                 "stop that one, or give this one another database (--database-url, "
                 "DANLU_DATABASE_URL)"
             )
-        sleep(min(LEASE_POLL, max(deadline - now, 0.01)))
+        sleep(_poll_after(now, deadline))
+
+
+def _poll_after(now: float, deadline: float) -> float:
+    """How long a wait for another plane's lease sleeps before it reads the lease again:
+    :data:`LEASE_POLL`, less to wake at ``deadline`` (when a renewal refuses the start)
+    while that is ahead; past it (the lease not renewed, waited for to lapse) the poll's
+    whole interval, not a read of the store every few milliseconds."""
+    return min(LEASE_POLL, deadline - now) if now < deadline else LEASE_POLL
 
 
 def _took_over(taken: list[str], shown: str) -> None:
@@ -679,7 +687,7 @@ def wait_before_upgrading(
                     "per database); or give this one another database (--database-url, "
                     "DANLU_DATABASE_URL)"
                 )
-            sleep(min(LEASE_POLL, max(deadline - now, 0.01)))
+            sleep(_poll_after(now, deadline))
     finally:
         engine.dispose()
 
