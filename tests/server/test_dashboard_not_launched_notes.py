@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from importlib import resources
+from itertools import product
 from typing import Any
 
 import pytest
 import test_dashboard
+
+from danlu.cli.job_table import jobs_table
 
 browser = test_dashboard.browser
 
@@ -69,3 +72,41 @@ def test_not_launched_wins_over_held_and_is_said_of_a_preempting_job(scripts: An
         assert _panel_note(scripts, checkpointing, "checkpointing before re-queue on n1:0") == ""
     queued = {"state": "PENDING", "launched": True, "held_at": None, "waiting_on": "a1"}
     assert _table_note(scripts, queued) == " (waiting)"
+
+
+STATES = ("PENDING", "RUNNING", "PREEMPTING", "RESTARTING", "SUCCEEDED", "FAILED", "CANCELLED")
+
+
+def _cases() -> list[dict[str, Any]]:
+    """Each state, launched true, false or not sent, held or not."""
+    cases = []
+    for state, launched, held_at in product(STATES, (True, False, None), (None, 150.0)):
+        job: dict[str, Any] = {"id": "0a1b2c3d4e5f", "state": state, "held_at": held_at}
+        job["waiting_on"] = None
+        if launched is not None:
+            job["launched"] = launched
+        cases.append(job)
+    return cases
+
+
+def _ls_note(job: dict[str, Any]) -> str:
+    """What ``danlu ls`` writes after ``job``'s state."""
+    (cells,) = jobs_table([job], now=200.0).rows
+    said = cells["state"].plain
+    assert said.startswith(job["state"])
+    return said[len(job["state"]) :]
+
+
+def test_the_dashboard_and_ls_write_the_same_note(scripts: Any) -> None:
+    """For each state a job has, launched or not (or from a server older than the field),
+    held or not, ``stateNote`` and :func:`danlu.cli.job_table.jobs_table`'s state cell write
+    the same note (the dashboard said ``RUNNING (held)`` of a held job whose run launched,
+    ``danlu ls`` plain ``RUNNING``). Jobs waiting for a dependency are left out: ``danlu ls``
+    says that in its why only."""
+    cases = _cases()
+    notes: list[str] = scripts.evaluate("(jobs) => jobs.map((job) => stateNote(job))", cases)
+    shown = [(job["state"], job.get("launched"), job["held_at"]) for job in cases]
+    assert dict(zip(shown, [_ls_note(job) for job in cases], strict=True)) == dict(
+        zip(shown, notes, strict=True)
+    )
+    assert " (held)" in notes and " (not launched)" in notes  # both notes are among the cases
