@@ -1,6 +1,7 @@
 """API robustness: property-based requests generated from the OpenAPI schema (schemathesis),
 sent with the admin token: no response is a 5xx, and every 422 of ``POST /jobs`` names the
-field. More than 1,000 requests in total (counted; the last test checks the figure)."""
+field. More than 1,000 requests in total (counted and checked when the test that sends
+them ends, :func:`requests_sent`)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from danlu.server.main import prepare
 
 EXAMPLES = 45
 MIN_REQUESTS = 1000
-COUNTS: dict[str, int] = {"requests": 0, "5xx": 0}
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +51,19 @@ def admin_headers(served: tuple[Any, str]) -> dict[str, str]:
     return {"Authorization": f"Bearer {served[1]}"}
 
 
+@pytest.fixture
+def requests_sent() -> Iterator[dict[str, int]]:
+    """The count of the requests :func:`test_no_server_errors` sends and of their 5xx
+    answers, checked once it has ended: at least :data:`MIN_REQUESTS`, none a 5xx. It is
+    one test (each API operation a subtest of it), so the count and its check are of one
+    process whichever way pytest-xdist shares out the file's tests."""
+    counts = {"requests": 0, "5xx": 0}
+    yield counts
+    print(f"\nschemathesis: {counts['requests']} requests, {counts['5xx']} 5xx")
+    assert counts["5xx"] == 0, counts
+    assert counts["requests"] >= MIN_REQUESTS, counts
+
+
 schema = schemathesis.pytest.from_fixture("api_schema")
 
 
@@ -61,11 +74,13 @@ schema = schemathesis.pytest.from_fixture("api_schema")
     suppress_health_check=list(HealthCheck),
     database=None,
 )
-def test_no_server_errors(case: Any, admin_headers: dict[str, str]) -> None:
+def test_no_server_errors(
+    case: Any, admin_headers: dict[str, str], requests_sent: dict[str, int]
+) -> None:
     response = case.call(headers=admin_headers)
-    COUNTS["requests"] += 1
+    requests_sent["requests"] += 1
     if response.status_code >= 500:
-        COUNTS["5xx"] += 1
+        requests_sent["5xx"] += 1
     case.validate_response(response, checks=[not_a_server_error])
     if response.status_code == 422 and case.method == "POST" and case.path == "/api/v1/jobs":
         error = response.json()["error"]
@@ -74,12 +89,6 @@ def test_no_server_errors(case: Any, admin_headers: dict[str, str]) -> None:
     if response.status_code >= 400:
         body = response.json()
         assert set(body["error"]) == {"type", "field", "message"}, body
-
-
-def test_request_count_and_no_5xx() -> None:
-    print(f"\nschemathesis: {COUNTS['requests']} requests, {COUNTS['5xx']} 5xx")
-    assert COUNTS["5xx"] == 0
-    assert COUNTS["requests"] >= MIN_REQUESTS, COUNTS
 
 
 def test_unauthenticated_requests_are_401(served: tuple[Any, str]) -> None:

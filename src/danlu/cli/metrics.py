@@ -1,8 +1,9 @@
 """``danlu metrics JOB``: the training metrics a job reported (``danlu.train``'s records or
-any ``POST /jobs/{id}/metrics``), the last ones as a table, or followed as they come. The
-records a restarted run went back over (it resumed from an earlier checkpoint and reported
-their steps again) are left out, as the API leaves them out, unless ``--superseded``, which
-shows them too with the attempt that reported each."""
+any ``POST /jobs/{id}/metrics``), the last ones (``--all``: every one, read page by page)
+as a table, or followed as they come. The records a restarted run went back over (it
+resumed from an earlier checkpoint and reported their steps again) are left out, as the
+API leaves them out, unless ``--superseded``, which shows them too with the attempt that
+reported each."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from danlu.cli.options import (
     TokenOpt,
     UrlOpt,
     empty_error,
+    given_options,
     int_option,
 )
 from danlu.cli.output import stderr_written
@@ -265,6 +267,7 @@ def refuse_purged(client: Client, job: str) -> None:
 
 
 def metrics(
+    ctx: typer.Context,
     job: JobArg,
     tail: Annotated[
         int,
@@ -289,6 +292,13 @@ def metrics(
             "with the attempt that reported each.",
         ),
     ] = False,
+    every: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Every record, from the first step (read page by page), not only the last --tail.",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
@@ -299,6 +309,13 @@ def metrics(
     if follow_on and json_out:
         raise fail(
             "--follow and --json cannot be combined: --json prints them once; leave out one of them"
+        )
+    if every and "tail" in given_options(ctx):
+        raise fail("--tail: --all shows every record; give one of --all and --tail, not both")
+    if every and follow_on:
+        raise fail(
+            "--all and --follow cannot be combined: --follow shows the last --tail records, "
+            "then the new ones; leave out one of them"
         )
     chosen = [k.strip() for k in keys.split(",") if k.strip()] if keys is not None else []
     if keys is not None and not chosen:  # --keys "$KEYS" unset showed the first 8, no word
@@ -320,7 +337,10 @@ def metrics(
                 _note_unreported(checked_metrics(records, []), chosen, superseded)
                 follow(client, job, records, chosen, cursor, runs=superseded)
                 return
-            records = client.metrics(job, limit=tail, tail=True, superseded=superseded)
+            if every:  # page by page, however many records a step holds
+                records = list(client.iter_metrics(job, superseded=superseded))
+            else:
+                records = client.metrics(job, limit=tail, tail=True, superseded=superseded)
             if not records:
                 refuse_purged(client, job)
             if json_out:

@@ -14,9 +14,14 @@ import httpx
 from danlu.client.account_calls import AccountCalls
 from danlu.client.bodies import check_offset, clean, listed, metric_records, seg
 from danlu.client.replies import header_count, malformed, next_log_offset, records
+from danlu.core.values import check_positive_int
 
 LOG_OFFSET_HEADER = "X-Danlu-Log-Offset"
 METRICS_CURSOR_HEADER = "X-Danlu-Metrics-Cursor"
+METRICS_NEXT_HEADER = "X-Danlu-Metrics-Next"
+"""The header of a page of metric records by step: the ``next`` of the page after it."""
+METRICS_PAGE = 1000
+"""Records asked for per request by :meth:`JobRecords.iter_metrics` (the API's default)."""
 
 
 class JobRecords(AccountCalls):
@@ -155,6 +160,96 @@ class JobRecords(AccountCalls):
         if cursor is None:
             raise malformed(response, f"no {METRICS_CURSOR_HEADER} header of ASCII digits")
         return records(response), cursor
+
+    def _step_page(
+        self,
+        job: str,
+        after: str | None,
+        after_step: int | None,
+        limit: int | None,
+        superseded: bool,
+    ) -> httpx.Response:
+        """``GET /jobs/{id}/metrics``, a page by step (:meth:`metrics_by_step`)."""
+        wanted = {
+            "next": after,
+            "after_step": after_step,
+            "limit": limit,
+            "superseded": "true" if superseded else None,
+        }
+        return self.request("GET", f"/jobs/{seg(job, 'job')}/metrics", params=clean(wanted))
+
+    def metrics_by_step(
+        self,
+        job: str,
+        *,
+        after: str | None = None,
+        after_step: int | None = None,
+        limit: int | None = None,
+        superseded: bool = False,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """``GET /jobs/{id}/metrics``, a page by step: the records after position ``after``
+        (the position this returned for the page before; none: from the first step), of a
+        step above ``after_step``, at most ``limit`` (more when one step has more, up to the
+        API's largest page), and the position after them (``X-Danlu-Metrics-Next``; None
+        from a server older than positions, which sends none)."""
+        response = self._step_page(job, after, after_step, limit, superseded)
+        return records(response), response.headers.get(METRICS_NEXT_HEADER) or None
+
+    def iter_metrics(
+        self,
+        job: str,
+        *,
+        after_step: int | None = None,
+        superseded: bool = False,
+        page: int | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Every record of the job by step (of a step above ``after_step``; with
+        ``superseded`` those a later attempt went back over too, each with its ``attempt``
+        and whether it is ``superseded``), however many, also of one step: pages of
+        :meth:`metrics_by_step`, ``page`` records each (default :data:`METRICS_PAGE`), each
+        read after the position of the one before, until a page brings none.
+
+        A server older than positions (no ``X-Danlu-Metrics-Next``) is read on with
+        ``after_step`` = the last step read, as clients did before: of a step of more records
+        than its largest page (10,000), the rest is lost. A page whose position is the one it
+        was read after, or, from such a server, whose last step is not past ``after_step``,
+        is a :class:`ServerError` saying so (the reading would never end), once its records
+        are yielded."""
+        limit = METRICS_PAGE if page is None else page
+        check_positive_int("page", limit)  # before a request
+        position: str | None = None
+        while True:
+            response = self._step_page(job, position, after_step, limit, superseded)
+            rows = records(response)
+            yield from rows
+            if not rows:
+                return
+            following = response.headers.get(METRICS_NEXT_HEADER) or None
+            if following is None:  # a server older than positions: by step
+                after_step = _last_step(response, rows, after_step)
+            elif following == position:
+                raise malformed(
+                    response,
+                    f"header {METRICS_NEXT_HEADER} is {following[:40]!r}, the position the page "
+                    "was read after: the pages would never end",
+                )
+            position = following
+
+
+def _last_step(
+    response: httpx.Response, rows: Sequence[dict[str, Any]], after_step: int | None
+) -> int:
+    """The step of the last of ``rows`` (a page by step read with ``after_step``, without a
+    position), from which the pages are read on; :func:`malformed` when it is not a whole
+    number past ``after_step``."""
+    step = rows[-1].get("step")
+    if isinstance(step, bool) or not isinstance(step, int):
+        problem = f"a record's step is {step!r:.40}, not a whole number"
+    elif after_step is not None and step <= after_step:
+        problem = f"a page of the steps after {after_step} ends at step {step}"
+    else:
+        return step
+    raise malformed(response, f"{problem}: the pages by step cannot be read on")
 
 
 def _decoded(

@@ -55,6 +55,9 @@ router = APIRouter(prefix="/jobs", tags=["jobs"], dependencies=[Depends(single_v
 LOG_CHUNK = 1 << 20
 METRICS_CURSOR_HEADER = "X-Danlu-Metrics-Cursor"
 """The header of ``GET /jobs/{id}/metrics``: the ``after_id`` for the records after these."""
+METRICS_NEXT_HEADER = "X-Danlu-Metrics-Next"
+"""The header of a page by step of ``GET /jobs/{id}/metrics``: the ``next`` of the page after
+it (:class:`~danlu.server.services.metrics.StepPosition`)."""
 FOLLOW_POLL = 0.25
 TOKEN_RECHECK = 5.0
 """Seconds between two checks, in a log follow, that the token it was opened with still
@@ -606,6 +609,7 @@ def get_metrics(
     tail: bool = False,
     after_id: Annotated[int | None, Query(ge=0, le=MAX_INT)] = None,
     superseded: bool = False,
+    next_page: Annotated[str | None, Query(alias="next")] = None,
 ) -> list[dict[str, Any]]:
     """Metric records with ``step > after_step``, by step: the first ``limit`` (never ending
     inside a step: the records of a step the limit would cut come whole in the next page,
@@ -620,15 +624,16 @@ def get_metrics(
     stop below a record still being stored (on PostgreSQL ids are taken at insert, not at
     commit: :func:`~danlu.server.services.settled.settled_id`), so a follower misses none.
     A page by step holds at most 10,000 records, even of one step
-    (:func:`~danlu.server.services.metrics.list_metrics`)."""
+    (:func:`~danlu.server.services.metrics.list_metrics`): the ``X-Danlu-Metrics-Next``
+    header of a page by step (without ``after_id``) is the ``next`` that reads on after its
+    last record, inside its step too (where it began when it holds none); a page read with
+    ``next`` holds the records after that position. Reading every record: ``next`` = the
+    header of the page before, until a page holds none."""
     checked_name(job_id, "job")
+    after = None if next_page is None else metrics.step_position(next_page)
     with state.db.read_session() as session:
         job = jobs.get_job(session, job_id, user)
-        # the cursor first, and only the records up to it: on PostgreSQL each statement
-        # reads what is committed when it starts, and a cursor read after the records
-        # would pass over those stored in between
-        newest = metrics.cursor(session, job.id) if after_id is None else None
-        rows = metrics.list_metrics(
+        page = metrics.read_page(
             session,
             job.id,
             after_step=after_step,
@@ -636,10 +641,12 @@ def get_metrics(
             tail=tail,
             after_id=after_id,
             superseded=superseded,
-            through_id=newest,
+            after=after,
         )
-        cursor = newest if newest is not None else max((m.id for m in rows), default=after_id)
-        response.headers[METRICS_CURSOR_HEADER] = str(cursor)
+        rows = page.rows
+        response.headers[METRICS_CURSOR_HEADER] = str(page.cursor)
+        if page.following is not None:
+            response.headers[METRICS_NEXT_HEADER] = page.following.text()
         if not superseded and after_id is None:
             return [metric_out(m) for m in rows]
         seen = metrics.supersession(session, job.id)

@@ -68,6 +68,9 @@ absent: the attempt's latest so far): stored apart from the record's values."""
 MAX_ROLLBACK: Final = 2**31 - 1
 """The largest rollback generation taken (the column's range)."""
 MAX_READ = 10_000
+"""The most records a page of :func:`list_metrics` holds (the largest ``limit``)."""
+MAX_ID: Final = 2**63 - 1
+"""The largest record id (the column's range): the largest of a :class:`StepPosition`."""
 KEY_HEADER: Final = "Idempotency-Key"
 """The request header naming a metrics POST (:func:`check_key`)."""
 MAX_KEY: Final = 128
@@ -439,6 +442,73 @@ def _first_steps(session: Session, job_id: str) -> list[tuple[int, int]]:
     return [(int(a), int(s)) for a, s in session.execute(query.order_by(found.c.attempt))]
 
 
+@dataclass(frozen=True, order=True)
+class StepPosition:
+    """Where a page of records by step ended: the records after it are those of a later
+    step and those of ``step`` stored after record ``id`` (a step's records are in the order
+    they came, by id). ``GET /jobs/{id}/metrics`` sends it as ``X-Danlu-Metrics-Next``
+    (:meth:`text`) and reads it back as ``next`` (:func:`step_position`).
+
+    Why: a page holds at most :data:`MAX_READ` records, so the records of a step of more
+    end a page inside that step, and the next page read with ``after_step`` = that step
+    skipped the rest of it. A position goes on inside the step.
+
+    Why ids order a step's records on PostgreSQL too, where an id is taken at insert, not
+    at commit (the records by arrival are read up to a settled id for that,
+    :func:`~danlu.server.services.settled.settled_id`): every page by step holds only the
+    records up to the job's newest settled id when it was read (``through_id``, the
+    :func:`cursor` read first), so every record of a step with an id below the page's last
+    had committed (or never will) before the page was read, and is in it or before it. A
+    record that commits after the page was read at a step it passed (an eval of an earlier
+    step, a restarted run's) comes by arrival after the page's cursor, as before."""
+
+    step: int
+    id: int
+
+    def text(self) -> str:
+        """The position as ``X-Danlu-Metrics-Next`` writes it: ``STEP.ID``."""
+        return f"{self.step}.{self.id}"
+
+    def clause(self) -> ColumnElement[bool]:
+        """The SQL condition of a record after the position (its bound on the step first:
+        an index range on ``(job_id, step)``)."""
+        return and_(
+            JobMetric.step >= self.step,
+            or_(JobMetric.step > self.step, JobMetric.id > self.id),
+        )
+
+
+_POSITION = re.compile(r"([0-9]{1,19})\.([0-9]{1,19})")
+
+
+def step_position(text: str) -> StepPosition:
+    """The :class:`StepPosition` ``text`` writes (``STEP.ID``: what ``X-Danlu-Metrics-Next``
+    said); a :class:`SpecError` naming ``next`` when it is not one."""
+    found = _POSITION.fullmatch(text)
+    if found is not None:
+        step, ident = int(found[1]), int(found[2])
+        if step <= MAX_INT + 1 and ident <= MAX_ID:
+            return StepPosition(step, ident)
+    shown = repr(text[:40]) + ("..." if len(text) > 40 else "")
+    raise SpecError(
+        "next",
+        f"{shown} is not a position of a job's records: pass the X-Danlu-Metrics-Next "
+        "header of the page before as it is, or leave next out for the first page",
+    )
+
+
+def next_position(
+    rows: Sequence[JobMetric], after_step: int = -1, after: StepPosition | None = None
+) -> StepPosition:
+    """The position after a page by step (:func:`list_metrics`' ``rows``, read with
+    ``after_step`` and ``after``): after its last record, or where it began when it holds
+    none (the records of a step above ``after_step``, and after ``after``)."""
+    if rows:
+        return StepPosition(rows[-1].step, rows[-1].id)
+    begun = StepPosition(after_step + 1, 0)  # ids start at 1: every record of a later step
+    return begun if after is None else max(begun, after)
+
+
 def list_metrics(
     session: Session,
     job_id: str,
@@ -449,6 +519,7 @@ def list_metrics(
     after_id: int | None = None,
     superseded: bool = False,
     through_id: int | None = None,
+    after: StepPosition | None = None,
 ) -> list[JobMetric]:
     """A job's metric records with ``step > after_step``, by step then arrival: the first
     ``limit`` of them, or with ``tail`` the last ``limit``; those a later attempt went back
@@ -457,12 +528,23 @@ def list_metrics(
     they came (whatever their step: a restarted run reports earlier steps again, and a
     follower sees them as they come). With ``through_id`` only the records up to that id
     (the :func:`cursor` read before them: the page and the cursor tell of the same records).
+    With ``after`` (a :class:`StepPosition`, :func:`next_position` of the page before), only
+    the records after it: the next page by step, also inside a step; not with ``tail`` or
+    ``after_id`` (a :class:`SpecError` naming ``next``).
 
     The first ``limit`` by step never end inside a step (:func:`_whole_steps`): the next page
-    is read with ``after_step`` = the last step of this one, which would skip the rest of a
-    step cut off. A page holds at most :data:`MAX_READ` records, even of one step."""
+    read with ``after_step`` = the last step of this one would skip the rest of a step cut
+    off. A page holds at most :data:`MAX_READ` records, even of one step: a step of more is
+    read on with ``after``."""
     if not 1 <= limit <= MAX_READ:
         raise SpecError("limit", f"must be between 1 and {MAX_READ}")
+    if after is not None and (tail or after_id is not None):
+        given = "tail=true" if tail else "after_id"
+        raise SpecError(
+            "next",
+            "a position of the pages by step, which go forward from the first step: "
+            f"not with {given} (leave out one of them)",
+        )
     query = select(JobMetric).where(JobMetric.job_id == job_id, JobMetric.step > after_step)
     if through_id is not None:
         query = query.where(JobMetric.id <= through_id)
@@ -473,6 +555,8 @@ def list_metrics(
             latest = query.order_by(JobMetric.id.desc()).limit(limit)
             return list(reversed(list(session.scalars(latest))))
         return list(session.scalars(query.order_by(JobMetric.id).limit(limit)))
+    if after is not None:
+        query = query.where(after.clause())
     shown = None if superseded else supersession(session, job_id).clause()
     if shown is not None:
         query = query.where(shown)
@@ -491,9 +575,10 @@ def _whole_steps(
     When that step is the page's only one (it alone has more than ``limit`` records), all of
     its records instead, up to :data:`MAX_READ` (the largest page): a page never ends inside
     a step of at most that many records, so none is lost to a reader paging with
-    ``after_step``. A step of more (a run reporting one step over and over) had every record
-    in one reply, however many: its first :data:`MAX_READ` come, and the rest are read by
-    arrival (``after_id``)."""
+    ``after_step``. A step of more (a run reporting one step over and over, many ranks' or
+    metrics' records) had every record in one reply, however many: its first
+    :data:`MAX_READ` come, and the next page goes on inside it (``after``, a
+    :class:`StepPosition`)."""
     if len(first) <= limit:
         return first
     page, cut = first[:limit], first[limit].step
@@ -505,6 +590,54 @@ def _whole_steps(
     rest = query.where(JobMetric.step == cut, JobMetric.id > page[-1].id)
     more = rest.order_by(JobMetric.id).limit(MAX_READ - limit)
     return page + list(session.scalars(more))
+
+
+@dataclass(frozen=True)
+class MetricsPage:
+    """A page of a job's records (:func:`read_page`), with the headers that read on from it."""
+
+    rows: list[JobMetric]
+    cursor: int
+    """The ``after_id`` of the records stored after these (``X-Danlu-Metrics-Cursor``)."""
+    following: StepPosition | None
+    """The position after the page, of a page by step (``X-Danlu-Metrics-Next``); None of a
+    page by arrival (``after_id``)."""
+
+
+def read_page(
+    session: Session,
+    job_id: str,
+    *,
+    after_step: int = -1,
+    limit: int = 1000,
+    tail: bool = False,
+    after_id: int | None = None,
+    superseded: bool = False,
+    after: StepPosition | None = None,
+) -> MetricsPage:
+    """A page of :func:`list_metrics` as ``GET /jobs/{id}/metrics`` answers it. A page by
+    step reads the job's :func:`cursor` first and holds only the records up to it: on
+    PostgreSQL each statement reads what is committed when it starts, and a cursor read
+    after the records would pass over those stored in between; and every record up to the
+    cursor is settled, so none with an id below the page's last can commit after the page
+    was read (its position goes on after the page's last id, :class:`StepPosition`). A page
+    by arrival (``after_id``) reads settled records only itself; its cursor is its last id
+    (``after_id`` when it holds none)."""
+    newest = cursor(session, job_id) if after_id is None else None
+    rows = list_metrics(
+        session,
+        job_id,
+        after_step=after_step,
+        limit=limit,
+        tail=tail,
+        after_id=after_id,
+        superseded=superseded,
+        through_id=newest,
+        after=after,
+    )
+    if newest is None:
+        return MetricsPage(rows, max((m.id for m in rows), default=after_id or 0), None)
+    return MetricsPage(rows, newest, next_position(rows, after_step, after))
 
 
 def cursor(session: Session, job_id: str) -> int:
