@@ -200,7 +200,7 @@ def test_a_row_without_a_ttl_is_judged_by_the_watchers_own() -> None:
 
 def test_the_revisions_have_one_head() -> None:
     heads = ScriptDirectory.from_config(alembic_config()).get_heads()
-    assert heads == [head_revision()] == ["0039"]
+    assert heads == [head_revision()] == ["0040"]
 
 
 def test_an_upgrade_keeps_a_lease_row_and_its_rule(fresh_url: str, tmp_path: Path) -> None:

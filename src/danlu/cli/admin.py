@@ -17,6 +17,7 @@ from rich.table import Table
 
 from danlu.cli import jobs as common
 from danlu.cli.fitted_table import print_whole
+from danlu.cli.history_table import KEPT_EVENTS, SHOWN_EVENTS, events_table
 from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
 from danlu.cli.output import stdout_written
@@ -70,8 +71,9 @@ def user_add(
     token: TokenOpt = None,
 ) -> None:
     """Create a user (admin); give it a token with `danlu user token NAME`. The names
-    default, all and everyone are reserved, in any case (a job's `user: default` means whoever
-    submits it, `--members all` every user): the server refuses them."""
+    default, all, everyone and me are reserved, in any case (a job's `user: default` means
+    whoever submits it, `--members all` every user, `/users/me` the caller): the server
+    refuses them."""
     role = "admin" if admin else "user"
     account = _os_account(os_user)
     data = common.ask(home, url, token, lambda c: c.create_user(name, role, account))
@@ -88,23 +90,52 @@ def user_set(
             "--quota-gpus", help="GPUs the user's jobs may hold at once in all projects, or 'none'."
         ),
     ] = None,
+    role: Annotated[
+        str | None,
+        typer.Option(
+            "--role",
+            help="admin (another admin) or user (a plain user: the last enabled admin cannot "
+            "be made one).",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Change a user (admin): the OS account its jobs run as ('none': the one named like
-    it), its GPU quota ('none': no limit of its own)."""
+    """Change a user (admin): its role (admin or user), the OS account its jobs run as
+    ('none': the one named like it), its GPU quota ('none': no limit of its own). Each
+    change is kept in the user's events (danlu user show NAME)."""
     fields: dict[str, Any] = {}
+    if role is not None:
+        fields["role"] = _role(role)
     if os_user is not None:
         fields["os_user"] = _os_account(os_user)
     given = quota_value(quota_gpus, "--quota-gpus", gpu_quota)
     if given is not None:
         fields["quota_gpus"] = None if given == "none" else given
     if not fields:
-        raise common.fail("nothing to change: give --os-user ACCOUNT or --quota-gpus N (or none)")
+        raise common.fail(
+            "nothing to change: give --role admin|user, --os-user ACCOUNT or --quota-gpus N "
+            "(or none)"
+        )
     data = common.ask(home, url, token, lambda c: c.update_user(name, **fields))
     show_data(data, json_out, _user_line, USER)
+
+
+ROLES = ("admin", "user")
+"""The roles ``--role`` takes (the server's)."""
+
+
+def _role(value: str) -> str:
+    """``--role``: ``admin`` or ``user``, in any case, blanks around it ignored; anything
+    else fails naming the flag and the choices before anything is sent."""
+    role = value.strip().lower()
+    if role not in ROLES:
+        raise common.fail(
+            SpecError("--role", f"{value!r} is not a role: give {' or '.join(ROLES)}")
+        )
+    return role
 
 
 def _os_account(value: str | None) -> str | None:
@@ -214,12 +245,6 @@ def _users_table(users: list[dict[str, Any]]) -> TitledTable:
     return titled_table("users", columns, rows, numbers=("GPU quota",))
 
 
-KEPT_EVENTS = 100
-"""How many of a user's latest events ``danlu user show --json`` holds."""
-SHOWN_EVENTS = 20
-"""How many of them its table prints."""
-
-
 @user_app.command("show")
 def user_show(
     name: NameArg,
@@ -246,7 +271,7 @@ def user_show(
     problems: list[str] = []
     user = USER.check(data, problems)
     shown = [USER_EVENT.check(e, problems) for e in events[-SHOWN_EVENTS:]]
-    print_whole(common.console, Group(_user_record(user), *_events_table(shown, len(events))))
+    print_whole(common.console, Group(_user_record(user), *events_table(shown, len(events))))
     common.fail_on(problems)
 
 
@@ -266,24 +291,6 @@ def _user_record(data: dict[str, Any]) -> Table:
     ):
         table.add_row(key, value)
     return table
-
-
-def _events_table(events: list[dict[str, Any]], kept: int) -> list[TitledTable]:
-    """``danlu user show``'s table of the user's last events (``kept`` read), oldest first;
-    none when there are none."""
-    if not events:
-        return []
-    rows = [
-        (
-            when_text(e.get("time"), "%Y-%m-%d %H:%M:%S"),
-            as_text(e.get("kind")),
-            as_text(e.get("actor") or "-"),
-            as_text(e.get("detail") or ""),
-        )
-        for e in events
-    ]
-    title = "events" if kept <= len(events) else f"the last {len(events)} events"
-    return [titled_table(title, ("time", "event", "by", "detail"), rows)]
 
 
 @user_app.command("tokens")

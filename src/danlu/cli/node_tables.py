@@ -246,3 +246,56 @@ class NodeSummary(FittedTable):
             out.append(line.append(f"  {compute}  jobs {jobs}"))
         more = self._more()
         return Group(*out, Text(more)) if more else Group(*out)
+
+
+def node_record(node: dict[str, Any]) -> Table:
+    """``danlu node show``'s lines of a node's record (``GET /cluster/nodes/{name}``): its
+    name, state (since when, why, until when), GPUs, the GPUs closed on their own, rack,
+    how many jobs hold its GPUs, its failed launches in a row and a scheduled close; plain
+    text, control characters written as escapes."""
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in _record_lines(node):
+        table.add_row(key, Text(visible(value)))
+    return table
+
+
+def _record_lines(node: dict[str, Any]) -> list[tuple[str, str]]:
+    gpus = list(node.get("gpus") or [])
+    lines = [
+        ("node", str(node.get("name", "?")) + (" (fake)" if node.get("fake") else "")),
+        ("state", _state_text(node)),
+        ("GPUs", _gpus_text(node, gpus)),
+    ]
+    closed = [f"GPU {gpu_label(gpu)}" for gpu in gpus if (gpu.get("state") or "ready") != "ready"]
+    if closed:
+        lines.append(("closed GPUs", ", ".join(closed)))
+    lines += [("rack", str(node.get("rack") or "-")), ("jobs", str(node_job_count(gpus)))]
+    failures = int(node.get("launch_failures") or 0)
+    if failures:
+        lines.append(("launch failures", f"{failures} in a row"))
+    if node.get("close_at") is not None:
+        lines.append(("scheduled", scheduled(node)))
+    return lines
+
+
+def _state_text(node: dict[str, Any]) -> str:
+    """``ready``, or ``draining since 2026-12-01 02:00 UTC: new DIMMs; until ...``."""
+    state = str(node.get("state") or "ready")
+    if state == "ready":
+        return state
+    since = node.get("cordoned_at")
+    text = state + ("" if since is None else f" since {_moment(float(since))}")
+    reason = node.get("cordon_reason")
+    text += f": {reason}" if reason else ""
+    return text + (f"; {close_end(node)}" if node.get("open_at") is not None else "")
+
+
+def _gpus_text(node: dict[str, Any], gpus: Sequence[dict[str, Any]]) -> str:
+    """``4 x H100 (80.0GiB)``, a group a type and memory; ``none``."""
+    kinds = Counter((_gpu_type(node, gpu), int(gpu.get("memory") or 0)) for gpu in gpus)
+    return (
+        ", ".join(f"{n} x {kind} ({format_bytes(size)})" for (kind, size), n in kinds.items())
+        or "none"
+    )

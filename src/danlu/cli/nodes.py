@@ -1,6 +1,7 @@
-"""Nodes over the REST client: ``danlu nodes``, and for admins ``danlu cordon / drain /
-uncordon`` (now, or ``--at`` a later time, and ``--until`` a time it ends: a maintenance
-window). Options, the client and errors are those of :mod:`danlu.cli.jobs`.
+"""Nodes over the REST client: ``danlu nodes`` (``danlu node ls``), ``danlu node show NAME``
+(a node's record and history), and for admins ``danlu cordon / drain / uncordon`` (now, or
+``--at`` a later time, and ``--until`` a time it ends: a maintenance window). Options, the
+client and errors are those of :mod:`danlu.cli.jobs`.
 """
 
 from __future__ import annotations
@@ -10,18 +11,23 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Group, RenderableType
+from rich.text import Text
 
 from danlu.cli import jobs as common
 from danlu.cli import top as top_view
 from danlu.cli import waiting
 from danlu.cli.fitted_table import print_whole
+from danlu.cli.history_table import KEPT_EVENTS, SHOWN_EVENTS, events_table
 from danlu.cli.markup import as_text
-from danlu.cli.node_tables import close_end
+from danlu.cli.node_tables import close_end, node_record
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, int_option
-from danlu.cli.reply_fields import checked_nodes
+from danlu.cli.reply_fields import USER_EVENT_FIELDS, Record, checked_nodes
+from danlu.client.errors import NotFoundError
 from danlu.client.rest import read_across_restart
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.units import parse_time
+from danlu.core.values import visible
 
 
 def nodes(
@@ -41,6 +47,58 @@ def nodes(
 
 
 NodeArg = Annotated[str, typer.Argument(help="Node name, as `danlu nodes` lists it.")]
+
+node_app = typer.Typer(
+    rich_markup_mode="markdown",  # as the main app (danlu.cli.main)
+    help="Nodes: the inventory, and one node's record and history.",
+    no_args_is_help=True,
+)
+node_app.command("ls")(nodes)
+
+NODE_EVENT = Record(USER_EVENT_FIELDS, "node event", "id")
+"""A node event's fields that ``danlu node show`` renders (those of a user event)."""
+
+
+@node_app.command("show")
+def node_show(
+    node: NodeArg,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Show one node: its state (since when, why, until when), GPUs, rack and jobs, and
+    what happened to it lately, each by whom ('-': the control plane itself): joined, lost,
+    back, GPUs changed, cordoned, drained, scheduled, uncordoned. A node gone from the
+    inventory shows its history. --json: the node (null when gone) with its last 100
+    events."""
+    data: dict[str, Any] | None = None
+    gone: NotFoundError | None = None
+    with common.connect(home, url, token) as client:
+        try:
+            try:
+                data = client.node(node)
+            except NotFoundError as exc:
+                if exc.type == "http":  # no such route: a server from before node histories
+                    raise
+                gone = exc  # its history may tell where it went
+            events = client.node_events(node, limit=KEPT_EVENTS, tail=True)
+        except DanluError as exc:
+            raise common.fail(gone or exc) from None
+    if json_out:
+        common.print_json({"node": data, "events": events})
+        return
+    problems: list[str] = []
+    shown = [NODE_EVENT.check(e, problems) for e in events[-SHOWN_EVENTS:]]
+    head: RenderableType
+    if data is None:
+        head = Text(visible(f"node {node}: not in the inventory now"))
+    else:
+        head = node_record(checked_nodes([data], problems)[0])
+    print_whole(common.console, Group(head, *events_table(shown, len(events))))
+    common.fail_on(problems)
+
+
 ReasonOpt = Annotated[str, typer.Option("--reason", "-r", help="Why (shown by `danlu nodes`).")]
 AtOpt = Annotated[
     str | None,
@@ -293,6 +351,7 @@ def uncordon(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``nodes``, ``cordon``, ``drain`` and ``uncordon``."""
+    """Add ``nodes``, ``cordon``, ``drain``, ``uncordon`` and the ``node`` group."""
     for command in (nodes, cordon, drain, uncordon):
         app.command(name=command.__name__)(command)
+    app.add_typer(node_app, name="node")

@@ -201,6 +201,23 @@ class AccountCalls:
         """``GET /cluster/nodes``: nodes with their GPUs, allocated memory and jobs."""
         return self._records("GET", "/cluster/nodes")
 
+    def node(self, name: str) -> dict[str, Any]:
+        """``GET /cluster/nodes/{name}``: one Node, as :meth:`nodes` lists it."""
+        return self._object("GET", f"/cluster/nodes/{seg(name, 'node')}")
+
+    def node_events(
+        self,
+        name: str,
+        after_id: int | None = None,
+        limit: int | None = None,
+        tail: bool = False,
+    ) -> list[dict[str, Any]]:
+        """``GET /cluster/nodes/{name}/events``: what happened to the node, oldest first,
+        ``{"id", "node", "time", "kind", "actor", "detail"}``, after event ``after_id``;
+        ``tail``: the newest ``limit`` of them."""
+        params = clean({"after_id": after_id, "limit": limit, "tail": "true" if tail else None})
+        return self._records("GET", f"/cluster/nodes/{seg(name, 'node')}/events", params=params)
+
     def cordon(
         self,
         node: str,

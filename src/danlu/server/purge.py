@@ -2,7 +2,8 @@
 than ``DANLU_RETENTION_DAYS`` left behind is deleted (:mod:`danlu.server.services.retention`
 says what), the files first, outside any transaction, then the rows; and, whatever that
 setting, the rows kept for a while only (:data:`STALE_ROWS`): the API tokens revoked a month
-ago, the metric requests' keys a day old."""
+ago and the users' token events as old (their tokens gone), the metric requests' keys a day
+old."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ STALE_ROWS: Final[dict[str, Callable[[Session, float, int], int]]] = {
     f"API tokens revoked over {users.KEEP_REVOKED_SECONDS / retention.DAY:g} days ago": (
         users.purge_revoked_tokens
     ),
+    f"users' token events over {users.KEEP_REVOKED_SECONDS / retention.DAY:g} days old whose "
+    "tokens are gone": users.purge_token_events,
     "metric request keys over a day old": metrics.forget_keys,
 }
 """What each :meth:`Purger.purge_stale` deletes, by the words its log line uses: each

@@ -401,12 +401,33 @@ class UserEvent(Base):
     ``enabled``, ``token_issued`` or ``token_revoked`` (never a token's secret; a job run's
     own tokens are not told); ``actor`` the name of the user who did it (null: the control
     plane itself, as its first start making the admin); ``detail`` what changed, in words.
-    Kept for good, as job events are."""
+    Kept for good, as job events are, but the token events, which go with their tokens
+    (:func:`~danlu.server.services.users.purge_token_events`)."""
 
     __tablename__ = "user_events"
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    time: Mapped[float] = mapped_column(Double)
+    kind: Mapped[str] = mapped_column(String(16))
+    actor: Mapped[str | None] = mapped_column(String(64), default=None)
+    detail: Mapped[str] = mapped_column(Text, default="")
+
+
+class NodeEvent(Base):
+    """One thing that happened to a node (:mod:`danlu.server.services.node_events`): ``kind``
+    ``joined``, ``lost``, ``back``, ``gpus_changed``, ``cordoned``, ``drained``,
+    ``scheduled`` or ``uncordoned``; ``actor`` the name of the user who did it (null: the
+    control plane itself); ``detail`` what, in words. ``node`` is the node's name, not its
+    row's id: the history outlives the row (a node gone from the inventory loses its row,
+    and finds its history again when it is reported under its name). Kept for good, as job
+    events are."""
+
+    __tablename__ = "node_events"
+    __table_args__ = (Index("ix_node_events_node_id", "node", "id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    node: Mapped[str] = mapped_column(String(128))
     time: Mapped[float] = mapped_column(Double)
     kind: Mapped[str] = mapped_column(String(16))
     actor: Mapped[str | None] = mapped_column(String(64), default=None)

@@ -27,6 +27,7 @@ from danlu.server.routes.schemas import (
     CordonIn,
     DisableIn,
     HealthOut,
+    NodeEventOut,
     NodeOut,
     ProjectIn,
     ProjectOut,
@@ -42,6 +43,7 @@ from danlu.server.routes.schemas import (
     UserJobsOut,
     UserOut,
     UserPatch,
+    node_event_out,
     nodes_out,
     project_out,
     sees_holder,
@@ -54,6 +56,7 @@ from danlu.server.services import (
     cluster,
     disabling,
     members,
+    node_events,
     nodes,
     projects,
     usage,
@@ -139,6 +142,41 @@ def list_nodes(user: Caller, state: State) -> list[dict[str, Any]]:
         return nodes_out(cluster.list_nodes(session), cluster.list_shares(session), user)
 
 
+@router.get("/cluster/nodes/{name}", response_model=NodeOut, tags=["cluster"])
+def get_node(name: str, user: Caller, state: State) -> dict[str, Any]:
+    """One node, as ``GET /cluster/nodes`` lists it; 404 naming the node when the
+    inventory does not list it (saying so when it has a history: a node gone)."""
+    checked_name(name, "node", "name")
+    with state.db.read_session() as session:
+        node = cluster.get_node(session, name)
+        shares = [s for s in cluster.list_shares(session) if s.node == node.name]
+        return nodes_out([node], shares, user)[0]
+
+
+@router.get("/cluster/nodes/{name}/events", response_model=list[NodeEventOut], tags=["cluster"])
+def list_node_events(
+    name: str,
+    user: Caller,
+    state: State,
+    after_id: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
+    limit: Annotated[int, Query(ge=1, le=node_events.MAX_EVENTS)] = 100,
+    tail: bool = False,
+) -> list[dict[str, Any]]:
+    """What happened to the node, oldest first: joined, lost, back, its GPUs changed,
+    cordoned, drained, scheduled, uncordoned, each by whom (null: the control plane);
+    those after event ``after_id``, at most ``limit``, the oldest of them (``tail``: the
+    newest, oldest first). A node gone from the inventory keeps its history; 404 naming
+    the node for a name with neither a row nor a history."""
+    checked_name(name, "node", "name")
+    with state.db.read_session() as session:
+        rows = node_events.list_node_events(
+            session, name, after_id=after_id, limit=limit, tail=tail
+        )
+        if not rows:
+            node_events.check_known(session, name)
+        return [node_event_out(e) for e in rows]
+
+
 @router.post("/cluster/nodes/{name}/cordon", response_model=NodeOut, tags=["cluster"])
 def cordon_node(
     name: str, user: Caller, state: State, body: CordonIn | None = None
@@ -152,7 +190,9 @@ def cordon_node(
         name,
         user,
         state,
-        lambda s: nodes.cordon(s, name, got.reason, at=got.at, gpu=got.gpu, until=got.until),
+        lambda s: nodes.cordon(
+            s, name, got.reason, at=got.at, gpu=got.gpu, until=got.until, by=user
+        ),
     )
 
 
@@ -171,7 +211,7 @@ def drain_node(
         user,
         state,
         lambda s: nodes.cordon(
-            s, name, got.reason, drain=True, at=got.at, gpu=got.gpu, until=got.until
+            s, name, got.reason, drain=True, at=got.at, gpu=got.gpu, until=got.until, by=user
         ),
     )
 
@@ -184,7 +224,7 @@ def uncordon_node(
     scheduled for it (admin); its GPUs cordoned on their own stay so. With ``gpu``, open
     only that GPU of the node."""
     gpu = body.gpu if body is not None else None
-    return _change_node(name, user, state, lambda s: nodes.uncordon(s, name, gpu))
+    return _change_node(name, user, state, lambda s: nodes.uncordon(s, name, gpu, by=user))
 
 
 def _change_node(
@@ -312,7 +352,8 @@ def list_user_events(
 
 @router.put("/users/{name}", response_model=UserOut, tags=["users"])
 def update_user(name: str, body: UserPatch, user: Caller, state: State) -> dict[str, Any]:
-    """Change a user's ``os_user`` or GPU quota (admin); a field left out stays as it is."""
+    """Change a user's role, ``os_user`` or GPU quota (admin); a field left out stays as it
+    is. 409 naming ``role`` for making the last enabled admin a user."""
     require_admin(user)
     checked_name(name, "user", "name")
     if "os_user" in body.model_fields_set:
@@ -322,6 +363,7 @@ def update_user(name: str, body: UserPatch, user: Caller, state: State) -> dict[
         changed = users.update_user(
             session,
             name,
+            role=users.KEPT if body.role is None else body.role,
             os_user=body.os_user if "os_user" in given else users.KEPT,
             quota_gpus=body.quota_gpus if "quota_gpus" in given else users.KEPT,
             by=user,

@@ -16,6 +16,8 @@ from danlu.core.errors import ConfigError
 from danlu.core.state import JobState
 from danlu.core.units import format_bytes
 from danlu.server.db.models import Counter, Gpu, Job, Node
+from danlu.server.errors import NotFoundError
+from danlu.server.services import node_events
 from danlu.server.services import nodes as node_states
 from danlu.server.services.common import resolve_now, tuple_rows
 
@@ -58,7 +60,8 @@ def replace_inventory(
     memory :data:`ABSENT`, while an admin's cordon of it holds; both apply again when they
     are reported again under that name and index. The closes the control plane made itself
     (:func:`_automatic`) and the count of failed launches are forgotten with them, and the
-    rows of what nothing holds are deleted."""
+    rows of what nothing holds are deleted. The nodes' histories tell what the reading
+    changed (:func:`~danlu.server.services.node_events.inventory_told`)."""
     t = resolve_now(now)
     names = [n.name for n in nodes]
     if len(set(names)) != len(names):
@@ -77,6 +80,7 @@ def replace_inventory(
         .execution_options(populate_existing=True)
     )
     existing = {n.name: n for n in session.scalars(query)}
+    listed = {n.name: _gpus(n) for n in existing.values() if n.position != ABSENT}
     for name in set(existing) - set(names):
         gone = existing.pop(name)
         if not _keep_absent(gone):
@@ -112,7 +116,15 @@ def replace_inventory(
         rows.append(row)
     _count_inventory_change(session)
     session.flush()
+    node_events.inventory_told(session, listed, nodes, t)
     return rows
+
+
+def _gpus(node: Node) -> node_events.Gpus:
+    """The GPUs of ``node``'s row that the last reading listed (those kept :data:`ABSENT`
+    left out), as its history compares them with a new reading's."""
+    listed = [gpu for gpu in node.gpus if gpu.memory != ABSENT]
+    return node_events.Gpus(len(listed), node.gpu_type, listed[0].memory if listed else 0)
 
 
 def _automatic(node: Node | Gpu) -> bool:
@@ -160,6 +172,25 @@ def list_nodes(session: Session) -> list[Node]:
         .execution_options(populate_existing=True)  # GPUs loaded before with absent ones
     )
     return list(session.scalars(query))
+
+
+def get_node(session: Session, name: str) -> Node:
+    """Node ``name`` as :func:`list_nodes` lists it, GPUs loaded; :class:`NotFoundError` on
+    ``name`` for a name the last reading did not report (a node kept :data:`ABSENT` too),
+    saying where its history is when it has one."""
+    query = (
+        select(Node)
+        .where(Node.name == name, Node.position != ABSENT)
+        .options(selectinload(Node.gpus.and_(Gpu.memory != ABSENT)))
+        .execution_options(populate_existing=True)
+    )
+    node = session.scalar(query)
+    if node is None:
+        hint = ""
+        if node_events.has_history(session, name):
+            hint = f"not in the inventory now; GET /cluster/nodes/{name}/events has its history"
+        raise NotFoundError("node", name, "name", hint)
+    return node
 
 
 def clear_inventory(session: Session) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import ColumnElement, Connection, Executable, delete, select
@@ -11,7 +12,16 @@ from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
 from danlu.core.state import JobState
-from danlu.server.db.models import ApiToken, Job, JobMetricKey, Project, Sweep, User, Webhook
+from danlu.server.db.models import (
+    ApiToken,
+    Job,
+    JobMetricKey,
+    Project,
+    Sweep,
+    User,
+    UserEvent,
+    Webhook,
+)
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
 
 IN_CHUNK = 500
@@ -59,6 +69,14 @@ def state_values(
 def resolve_now(now: float | None) -> float:
     """``now`` if given, else the wall clock (POSIX seconds)."""
     return time.time() if now is None else float(now)
+
+
+def shown_time(t: float) -> str:
+    """POSIX seconds ``t`` as an ISO 8601 UTC time (the seconds where past the calendar)."""
+    try:
+        return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
+    except (ValueError, OverflowError, OSError):
+        return f"{t:g} s after 1970"
 
 
 Named = TypeVar("Named", Job, Sweep, Webhook)
@@ -135,7 +153,7 @@ def lock_row(session: Session, model: type[Lockable], key: Any) -> Lockable:
 
 def delete_some(
     session: Session,
-    model: type[ApiToken] | type[JobMetricKey],
+    model: type[ApiToken] | type[JobMetricKey] | type[UserEvent],
     condition: ColumnElement[bool],
     limit: int,
 ) -> int:

@@ -41,7 +41,12 @@ from danlu.server.errors import ConflictError
 from danlu.server.services import jobs, sweeps, user_events
 from danlu.server.services.common import lock_row, resolve_now
 from danlu.server.services.projects import HOLDING
-from danlu.server.services.users import ADMIN, get_user, owner_disabled
+from danlu.server.services.users import (
+    check_another_admin,
+    get_user,
+    lock_admins,
+    owner_disabled,
+)
 
 log = logging.getLogger(__name__)
 
@@ -188,27 +193,24 @@ def enable(
 
 def _locked(session: Session, user: User) -> User:
     """``user``'s row read again and locked until the transaction ends; an admin's after
-    every admin's row, in id order, so that two admins disabling each other at once take
-    turns (the second then sees that the first is disabled), never both."""
+    every admin's row, in id order (:func:`~danlu.server.services.users.lock_admins`), so
+    that two admins disabling (or demoting) each other at once take turns (the second then
+    sees that the first is disabled), never both."""
     if user.is_admin:
-        admins = select(User.id).where(User.role == ADMIN).order_by(User.id).with_for_update()
-        session.execute(admins).all()
+        lock_admins(session)
     return lock_row(session, User, user.id)
 
 
 def _check_another_admin(session: Session, admin: User) -> None:
     """:class:`ConflictError` naming ``name`` unless an enabled admin other than ``admin``
     is left."""
-    others = select(func.count()).where(
-        User.role == ADMIN, User.disabled_at.is_(None), User.id != admin.id
+    check_another_admin(
+        session,
+        admin,
+        "with them disabled no one could enable anyone again; add another admin first "
+        "(danlu user add NAME --admin, or danlu user set NAME --role admin), or enable a "
+        "disabled one (danlu user enable NAME)",
     )
-    if not session.scalar(others):
-        raise ConflictError(
-            f"{admin.name!r} is the last enabled admin: with them disabled no one could "
-            "enable anyone again; add another admin first (danlu user add NAME --admin), or "
-            "enable a disabled one (danlu user enable NAME)",
-            field="name",
-        )
 
 
 def _set_queued_reason(

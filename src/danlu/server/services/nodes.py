@@ -22,6 +22,9 @@ One **GPU** may be cordoned or drained on its own (``danlu cordon NODE --gpu N``
 health check, :mod:`danlu.server.health`): the same, for that GPU alone, while the node's
 other GPUs take work as before. Uncordoning a node leaves its GPUs' cordons as they are;
 ``uncordon(..., gpu=N)`` opens one GPU.
+
+Each close and opening that changes something is told in the node's history, by whom
+(:mod:`~danlu.server.services.node_events`), in the transaction that makes it.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import Final
 
 from sqlalchemy import Select, select
@@ -39,9 +41,11 @@ from danlu.core.cluster import Cluster
 from danlu.core.errors import SpecError
 from danlu.core.values import check_values
 from danlu.sched.view import JobStatus, Plan, Preempt
-from danlu.server.db.models import Gpu, Node
+from danlu.server.db.models import Gpu, Node, User
 from danlu.server.errors import NotFoundError
+from danlu.server.services import node_events
 from danlu.server.services.common import resolve_now
+from danlu.server.services.common import shown_time as shown_time  # upkeep's, purge's
 
 DEFAULT_LAUNCH_FAILURE_LIMIT: Final = 3
 """Launches in a row failing for the node's reasons after which the node is cordoned."""
@@ -73,6 +77,19 @@ def state(node: Node | Gpu) -> str:
     if node.cordoned_at is None:
         return "ready"
     return "draining" if node.draining else "cordoned"
+
+
+def _seen(node: Node | Gpu) -> node_events.Closing:
+    """The close of ``node`` (or of one GPU) as it stands, to tell what a change of it did
+    (:func:`~danlu.server.services.node_events.close_told`)."""
+    if isinstance(node, Gpu):
+        return node_events.Closing(state(node), node.cordon_reason)
+    scheduled = None
+    if node.close_at is not None:
+        scheduled = node_events.Scheduled(
+            node.close_drain, node.close_at, node.close_until, node.close_reason
+        )
+    return node_events.Closing(state(node), node.cordon_reason, node.open_at, scheduled)
 
 
 def _node(session: Session, name: str) -> Node:
@@ -127,6 +144,7 @@ def cordon(
     gpu: int | None = None,
     now: float | None = None,
     until: float | None = None,
+    by: User | None = None,
 ) -> Node:
     """Close node ``name`` to new work (``drain``: and preempt its jobs by checkpoint).
     Cordoning a cordoned node keeps when it was cordoned and takes the new reason; a drain
@@ -144,11 +162,14 @@ def cordon(
     by :func:`open_due`); later than ``now``, and than ``at`` when that is later than now,
     else a :class:`SpecError` on ``until``; for whole nodes only. A close done now replaces
     the end the node's close had (none given: it lasts until uncordoned); a scheduled one
-    keeps it, its own end coming with it."""
+    keeps it, its own end coming with it.
+
+    The node's history tells what it changed (:mod:`~danlu.server.services.node_events`),
+    done by ``by`` (None: the control plane)."""
     check_values(reason, "reason")  # no NUL characters: PostgreSQL's text takes none
     _check_admin_reason(reason, gpu is not None)
     _check_until(until, at, gpu, resolve_now(now))
-    return _close(session, name, reason, drain=drain, at=at, gpu=gpu, now=now, until=until)
+    return _close(session, name, reason, drain=drain, at=at, gpu=gpu, now=now, until=until, by=by)
 
 
 def _check_until(until: float | None, at: float | None, gpu: int | None, t: float) -> None:
@@ -171,14 +192,6 @@ def _check_until(until: float | None, at: float | None, gpu: int | None, t: floa
             f"must be later than {what} ({shown_time(until)} is not later than "
             f"{shown_time(starts)}); give the time the window ends",
         )
-
-
-def shown_time(t: float) -> str:
-    """POSIX seconds ``t`` as an ISO 8601 UTC time (the seconds where past the calendar)."""
-    try:
-        return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
-    except (ValueError, OverflowError, OSError):
-        return f"{t:g} s after 1970"
 
 
 def _check_admin_reason(reason: str, gpu: bool) -> None:
@@ -210,15 +223,19 @@ def _close(
     gpu: int | None,
     now: float | None,
     until: float | None = None,
+    by: User | None = None,
+    how: str = "",
 ) -> Node:
     """:func:`cordon` without the checks of an admin's reason and end (:func:`close_due`
-    applies a reason and an end stored when the close was scheduled)."""
+    applies a reason and an end stored when the close was scheduled), told in the node's
+    history as done by ``by``, ``how`` saying why (``as scheduled``)."""
     t = resolve_now(now)
     node = _node(session, name)
     if gpu is not None:
         if at is not None and at > t:
             raise SpecError("at", "a cordon or drain of one GPU is done now; leave out at")
         closing = _gpu(node, gpu)
+        before = _seen(closing)
         given = reason
         if not given.strip() and closing.cordon_reason.startswith(HEALTH_REASON):
             # the cordon is an admin's now, as a node's is: a GPU closed by the health check
@@ -226,14 +243,24 @@ def _close(
             given = ADMIN_REASON
         _close_gpu(closing, given, drain, t)
         session.flush()
+        after = _seen(closing)
+        node_events.close_told(session, node.name, before, after, by, gpu=gpu, how=how, now=t)
         return node
+    before = _seen(node)
     if at is not None and at > t:
         node.close_at = at
         node.close_drain = drain
         node.close_reason = reason.strip()[:MAX_REASON]
         node.close_until = until
-        session.flush()
-        return node
+    else:
+        _close_now(node, reason, drain, t, until)
+    session.flush()
+    node_events.close_told(session, node.name, before, _seen(node), by, how=how, now=t)
+    return node
+
+
+def _close_now(node: Node, reason: str, drain: bool, t: float, until: float | None) -> None:
+    """Close ``node`` at ``t`` with ``reason``, until ``until`` (see :func:`cordon`)."""
     if node.cordoned_at is None:
         node.cordoned_at = t
     given = reason.strip()[:MAX_REASON]
@@ -246,8 +273,6 @@ def _close(
     node.open_at = until  # this close's end replaces the one before (none: no end)
     if node.close_at is not None and (node.draining or not node.close_drain):
         _drop_scheduled(node)
-    session.flush()
-    return node
 
 
 def _drop_scheduled(node: Node) -> None:
@@ -256,21 +281,31 @@ def _drop_scheduled(node: Node) -> None:
     node.close_until = None
 
 
-def uncordon(session: Session, name: str, gpu: int | None = None) -> Node:
+def uncordon(
+    session: Session,
+    name: str,
+    gpu: int | None = None,
+    *,
+    by: User | None = None,
+    now: float | None = None,
+) -> Node:
     """Open node ``name`` to new work again (and forget its launch failures, the end its
     close had, and a cordon or drain scheduled for it); its GPUs closed on their own stay
-    closed. ``gpu``: open only the node's GPU at that index."""
+    closed. ``gpu``: open only the node's GPU at that index. Told in the node's history as
+    done by ``by`` (None: the control plane)."""
+    t = resolve_now(now)
     node = _node(session, name)
-    if gpu is not None:
-        opened = _gpu(node, gpu)
-        opened.cordoned_at = None
-        opened.cordon_reason = ""
-        opened.draining = False
-        session.flush()
-        return node
-    _open(node)
-    _drop_scheduled(node)
+    target = node if gpu is None else _gpu(node, gpu)
+    before = _seen(target)
+    if isinstance(target, Gpu):
+        target.cordoned_at = None
+        target.cordon_reason = ""
+        target.draining = False
+    else:
+        _open(target)
+        _drop_scheduled(target)
     session.flush()
+    node_events.close_told(session, node.name, before, _seen(target), by, gpu=gpu, now=t)
     return node
 
 
@@ -301,10 +336,24 @@ def close_due(session: Session, now: float | None = None) -> list[str]:
         reason = node.close_reason or f"scheduled {kind}"
         drain, until = node.close_drain, node.close_until
         # read again (locked), closed as of its time, with its end
-        _close(session, node.name, reason, drain=drain, at=None, gpu=None, now=at, until=until)
+        _close(
+            session,
+            node.name,
+            reason,
+            drain=drain,
+            at=None,
+            gpu=None,
+            now=at,
+            until=until,
+            how=AS_SCHEDULED,
+        )
         _drop_scheduled(node)
         names.append(node.name)
     return names
+
+
+AS_SCHEDULED: Final = "as scheduled"
+"""Why the history says a scheduled cordon or drain was made (:func:`close_due`)."""
 
 
 def _due(session: Session, when: InstrumentedAttribute[float | None], t: float) -> list[Node]:
@@ -341,9 +390,15 @@ def open_due(session: Session, now: float | None = None) -> list[Opened]:
             node.open_at = None
             continue
         opened.append(Opened(node.name, state(node), node.cordon_reason, at))
+        before = _seen(node)
         _open(node)
+        node_events.close_told(session, node.name, before, _seen(node), how=WINDOW_ENDED, now=at)
     session.flush()
     return opened
+
+
+WINDOW_ENDED: Final = "its window ended"
+"""Why the history says a node was uncordoned at its close's end (:func:`open_due`)."""
 
 
 def closed(session: Session, cluster: Cluster) -> Closed:
@@ -441,6 +496,11 @@ def close_faulty(
         if reason not in found:
             found.append(reason)
     names = sorted({name for name, _ in reasons})
+    # the nodes' rows locked first, in the order of their ids, as a cordon and the
+    # inventory's replacement lock them before their GPUs: the events this writes in their
+    # histories then commit in the order of their ids (node_events)
+    held = select(Node.id).where(Node.name.in_(names)).order_by(Node.id).with_for_update()
+    session.execute(held).all()
     # the GPUs' rows locked and read again (an admin's cordon of one GPU committed
     # meanwhile is seen, and the GPU passed over: it was written over with the health
     # check's reason, and forgotten with it once a reading lacked the GPU)
@@ -458,8 +518,10 @@ def close_faulty(
             continue
         what = reasons.get((node_name, gpu.index))
         if what:
+            before = _seen(gpu)
             _close_gpu(gpu, HEALTH_REASON + "; ".join(what), drain, t)
             closed.append(f"{node_name} GPU {gpu.index}: {gpu.cordon_reason}")
+            node_events.close_told(session, node_name, before, _seen(gpu), gpu=gpu.index, now=t)
     session.flush()
     return sorted(closed)
 
@@ -508,15 +570,20 @@ def close_marked(
     for node in session.scalars(_locked(select(Node).where(Node.name.in_(sorted(reasons))))):
         text = (mark + reasons[node.name].strip())[:MAX_REASON]
         if node.cordoned_at is None:
+            before = _seen(node)
             node.cordoned_at, node.cordon_reason = t, text
             closed.append(node.name)
+            if mark != EXECUTOR_REASON:  # the backend's: the node's lost (backend_told)
+                node_events.close_told(session, node.name, before, _seen(node), now=t)
         elif node.cordon_reason.startswith(mark):
             node.cordon_reason = text
     session.flush()
     return sorted(closed)
 
 
-def reopen_marked(session: Session, names: Collection[str], mark: str) -> list[str]:
+def reopen_marked(
+    session: Session, names: Collection[str], mark: str, now: float | None = None
+) -> list[str]:
     """Open the nodes of ``names`` closed with ``mark`` (their reason still begins with it,
     and they are not draining): what closed them has passed. A scheduled cordon and the
     count of failed launches stay. Returns their names."""
@@ -529,11 +596,20 @@ def reopen_marked(session: Session, names: Collection[str], mark: str) -> list[s
         Node.draining.is_(False),
     )
     opened: list[str] = []
+    t = resolve_now(now)
     for node in session.scalars(_locked(query)):
+        before = _seen(node)
         node.cordoned_at, node.cordon_reason = None, ""
         opened.append(node.name)
+        if mark != EXECUTOR_REASON:  # the backend's: the node's back (backend_told)
+            node_events.close_told(session, node.name, before, _seen(node), how=PASSED, now=t)
     session.flush()
     return sorted(opened)
+
+
+PASSED: Final = "what closed it passed"
+"""Why the history says a node the control plane had closed was opened
+(:func:`reopen_marked`)."""
 
 
 def sync_backend(
@@ -546,6 +622,7 @@ def sync_backend(
         select(Node.name).where(Node.cordon_reason.startswith(EXECUTOR_REASON, autoescape=True))
     )
     opened = reopen_marked(session, [n for n in others if n not in closed], EXECUTOR_REASON)
+    node_events.backend_told(session, closed, now)
     return shut, opened
 
 
@@ -570,10 +647,12 @@ def launch_failed(
     for node in session.scalars(_locked(select(Node).where(Node.name.in_(sorted(names))))):
         node.launch_failures += 1
         if limit > 0 and node.launch_failures >= limit and node.cordoned_at is None:
+            before = _seen(node)
             node.cordoned_at = t
             reason = f"{node.launch_failures}{LAUNCHES_REASON} (last: {error})"
             node.cordon_reason = reason[:MAX_REASON]
             cordoned.append(node.name)
+            node_events.close_told(session, node.name, before, _seen(node), now=t)
     session.flush()
     return cordoned
 

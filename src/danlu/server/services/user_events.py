@@ -2,21 +2,27 @@
 to their account, one :class:`~danlu.server.db.models.UserEvent` row a change, written in
 the change's own transaction (so a change rolled back leaves none).
 
-The kinds (:data:`KINDS`): ``created``; ``changed`` (the OS account its jobs run as, its GPU
-quota: old and new, a change that changes nothing told of not at all); ``disabled`` (by
-which admin, why, and the jobs cancelled with it; a disable again that gives a reason, or
-cancels jobs, is one more); ``enabled`` (who had disabled them and why, which the enable
-clears off the row); ``token_issued`` and ``token_revoked`` (each token by its public
-prefix and label, never its secret). ``actor`` is the name of the user who did it, null for
-the control plane itself (its first start making the admin, a start writing
+The kinds (:data:`KINDS`): ``created``; ``changed`` (its role, the OS account its jobs
+run as, its GPU quota: old and new, a change that changes nothing told of not at all);
+``disabled`` (by which admin, why, and the jobs cancelled with it; a disable again that
+gives a reason, or cancels jobs, is one more); ``enabled`` (who had disabled them and why,
+which the enable clears off the row); ``token_issued`` and ``token_revoked`` (each token by
+its public prefix and label, never its secret). ``actor`` is the name of the user who did
+it, null for the control plane itself (its first start making the admin, a start writing
 ``admin.token`` afresh). A job run's own token (one a run, revoked when the run ends) is no
 user's doing and is not told of; a revoke of all a user's tokens counts the job runs' too.
 
-Kept for good, as job events are: ``DANLU_RETENTION_DAYS`` deletes what finished jobs left
-behind (their files, metric records), never the history of a job or a user. Rows come only
-from an admin's change of a user and from the tokens a person issues or revokes, a few a
-user, not from the jobs; and the history is what an admin asks after months later (who
-disabled her, and why; when the leaked token was issued).
+Kept for good, as job events are, but the token events: ``DANLU_RETENTION_DAYS`` deletes
+what finished jobs left behind (their files, metric records), never the history of a job or
+a user; the history is what an admin asks after months later (who disabled her, and why; who
+made him an admin). The token events go with the tokens they name
+(:func:`~danlu.server.services.users.purge_token_events`): a ``token_revoked`` event 30 days
+on, as the revoked tokens' rows (a leak's inquiry has that month), a ``token_issued`` one
+once its token's row is gone (a live token keeps its issue however old). A script that
+issues a token and revokes it in a loop adds two events a cycle: kept for good, they grew
+without end (150 bytes a cycle on SQLite, 300 on PostgreSQL, indexes counted: a token a
+minute, 80 and 160 MB a year), where the other events come a few a user, from admins'
+changes only; trimmed so, they are a month's worth at most.
 
 Events of one user take ids in the order they commit: :func:`record` locks the user's row
 (on PostgreSQL; SQLite's writers take turns) before it inserts, until the transaction ends,
@@ -31,8 +37,8 @@ from typing import Final
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from danlu.core.errors import SpecError
 from danlu.server.db.models import ApiToken, User, UserEvent
+from danlu.server.services import history
 from danlu.server.services.common import resolve_now
 
 CREATED: Final = "created"
@@ -43,7 +49,7 @@ TOKEN_ISSUED: Final = "token_issued"
 TOKEN_REVOKED: Final = "token_revoked"
 KINDS: Final = (CREATED, CHANGED, DISABLED, ENABLED, TOKEN_ISSUED, TOKEN_REVOKED)
 
-MAX_EVENTS: Final = 1000
+MAX_EVENTS: Final = history.MAX_EVENTS
 """The most events one read returns."""
 TOKENS_NAMED: Final = 10
 """The most tokens a revocation's event names one by one (then ``and N more``)."""
@@ -87,14 +93,8 @@ def list_user_events(
 ) -> list[UserEvent]:
     """``user``'s events with ``id > after_id``, oldest first; at most ``limit``: the oldest
     such, or with ``tail`` the newest (in order too)."""
-    if not 1 <= limit <= MAX_EVENTS:
-        raise SpecError("limit", f"must be between 1 and {MAX_EVENTS}")
-    query = select(UserEvent).where(UserEvent.user_id == user.id, UserEvent.id > after_id)
-    order = UserEvent.id.desc() if tail else UserEvent.id
-    rows = list(session.scalars(query.order_by(order).limit(limit)))
-    if tail:
-        rows.reverse()
-    return rows
+    query = select(UserEvent).where(UserEvent.user_id == user.id)
+    return history.page(session, query, UserEvent.id, after_id=after_id, limit=limit, tail=tail)
 
 
 def token_text(token: ApiToken) -> str:

@@ -16,15 +16,15 @@ from enum import Enum
 from pathlib import Path
 from typing import Final, Literal
 
-from sqlalchemy import Select, delete, func, or_, select, update
+from sqlalchemy import Select, and_, delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
-from danlu.server.db.models import ApiToken, Project, User
+from danlu.server.db.models import ApiToken, Project, User, UserEvent
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
 from danlu.server.services import user_events
-from danlu.server.services.common import delete_some, resolve_now
+from danlu.server.services.common import delete_some, lock_row, resolve_now
 from danlu.server.services.projects import DEFAULT_PROJECT
 
 ROLES = ("admin", "user")
@@ -32,9 +32,18 @@ ADMIN = "admin"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,62}\Z")
 _OS_USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}\Z")
 _TOKEN = re.compile(r"^dl_([A-Za-z0-9]{8})_[A-Za-z0-9_-]{20,}\Z")
-RESERVED_NAMES = ("default", "all", "everyone")
-"""Names no user may take, in any case: a job spec's ``user: default`` means the caller, and
-the CLI's ``--members all`` (or ``everyone``) opens a project to every user."""
+_RESERVED_FOR: Final = {
+    "default": "a job's 'user: default' means whoever submits it",
+    "all": "'--members all' means every user",
+    "everyone": "'--members everyone' means every user",
+    "me": "GET /users/me is the caller's own record, so a user named me could not be read",
+}
+RESERVED_NAMES: Final = tuple(_RESERVED_FOR)
+"""Names no user may take, in any case: a job spec's ``user: default`` means the caller, the
+CLI's ``--members all`` (or ``everyone``) opens a project to every user, and ``GET
+/users/me`` is the caller (a user named ``me`` stored before it was reserved is kept: ``GET
+/users`` lists it, ``PUT /users/me`` and the routes under ``/users/me/`` (events, tokens,
+disable, enable) take it by its name, and ``GET /users/me`` with its own token shows it)."""
 
 
 def hash_token(token: str) -> str:
@@ -57,11 +66,13 @@ def create_user(
     ConflictError; a reserved one (:data:`RESERVED_NAMES`, in any case) a SpecError."""
     if not _NAME.match(name):
         raise SpecError("name", "use 1-63 letters, digits, '.', '_', '@' or '-'")
-    if name.lower() in RESERVED_NAMES:
+    why = _RESERVED_FOR.get(name.lower())
+    if why is not None:
         raise SpecError(
             "name",
-            f"{name!r} is reserved, as are default, all and everyone in any case: a job's "
-            "'user: default' means whoever submits it, '--members all' every user; pick another",
+            f"{name!r} is reserved ({why}); the reserved names are "
+            f"{', '.join(RESERVED_NAMES[:-1])} and {RESERVED_NAMES[-1]}, in any case: pick "
+            "another",
         )
     if role not in ROLES:
         raise SpecError("role", f"{role!r} is not a role; use one of {', '.join(ROLES)}")
@@ -107,16 +118,24 @@ def update_user(
     *,
     os_user: str | Literal[_Kept.KEPT] | None = KEPT,
     quota_gpus: float | Literal[_Kept.KEPT] | None = KEPT,
+    role: str | Literal[_Kept.KEPT] = KEPT,
     by: User | None = None,
     now: float | None = None,
 ) -> User:
-    """Change the user ``name``: ``os_user``, the OS account its jobs run as (None: the one
-    named like the user), and ``quota_gpus``, the most GPUs its running jobs may hold at
-    once, in all projects (None: no limit of its own; the jobs already running keep their
-    GPUs); a field left :data:`KEPT` stays as it is. What changed is one ``changed`` event
-    of the user's history, by ``by`` (nothing changed: none)."""
+    """Change the user ``name``: ``role``, ``admin`` or ``user`` (else a :class:`SpecError`
+    naming ``role``; demoting the last enabled admin is a :class:`ConflictError` naming
+    ``role``, see :func:`check_another_admin`), ``os_user``, the OS account its jobs run as
+    (None: the one named like the user), and ``quota_gpus``, the most GPUs its running jobs
+    may hold at once, in all projects (None: no limit of its own; the jobs already running
+    keep their GPUs); a field left :data:`KEPT` stays as it is. What changed is one
+    ``changed`` event of the user's history, by ``by`` (nothing changed: none)."""
     user = get_user(session, name)
     changes: list[str] = []
+    if role is not KEPT:
+        user = _for_role(session, user, role)
+        if role != user.role:
+            changes.append(_change("role", user.role, role))
+            user.role = role
     if os_user is not KEPT:
         account = checked_os_user(os_user)
         if account != user.os_user:
@@ -132,6 +151,50 @@ def update_user(
     if changes:
         user_events.record(session, user, user_events.CHANGED, by, "; ".join(changes), now)
     return user
+
+
+def _for_role(session: Session, user: User, role: str) -> User:
+    """``user`` read again, locked, to be given ``role``: a :class:`SpecError` naming
+    ``role`` for no role; a :class:`ConflictError` naming ``role`` when it demotes the last
+    enabled admin. The role ``user`` takes every admin's row first (:func:`lock_admins`), as
+    a disable of an admin does: of two admins demoted at once, or one demoted while the
+    other is disabled, the second waits for the first and sees it done (checked apart, each
+    read the other as an enabled admin and both went through)."""
+    if role not in ROLES:
+        raise SpecError("role", f"{role!r} is not a role; use one of {', '.join(ROLES)}")
+    if role != ADMIN:  # who is an admin now is read under the locks: the user's row may be
+        lock_admins(session)  # promoted meanwhile
+    user = lock_row(session, User, user.id)
+    if user.is_admin and role != ADMIN and not user.disabled:
+        check_another_admin(
+            session,
+            user,
+            "made a plain user, no admin would be left to make admins or enable users; make "
+            "another user an admin first (danlu user set NAME --role admin), or enable a "
+            "disabled admin (danlu user enable NAME)",
+            "role",
+        )
+    return user
+
+
+def lock_admins(session: Session) -> None:
+    """Lock every admin's row, in id order, until the transaction ends (PostgreSQL; SQLite's
+    writers take turns): a change that may leave fewer enabled admins (a demote, a disable)
+    takes them before it reads who is left (:func:`check_another_admin`), so that two such
+    changes at once take turns and the second sees the first's."""
+    admins = select(User.id).where(User.role == ADMIN).order_by(User.id).with_for_update()
+    session.execute(admins).all()
+
+
+def check_another_admin(session: Session, admin: User, why: str, field: str = "name") -> None:
+    """:class:`ConflictError` naming ``field``, saying ``why`` (what would go wrong, what to
+    do instead), unless an enabled admin other than ``admin`` is left; call it after
+    :func:`lock_admins`."""
+    others = select(func.count()).where(
+        User.role == ADMIN, User.disabled_at.is_(None), User.id != admin.id
+    )
+    if not session.scalar(others):
+        raise ConflictError(f"{admin.name!r} is the last enabled admin: {why}", field=field)
 
 
 def _change(field: str, old: object, new: object) -> str:
@@ -428,6 +491,23 @@ def purge_revoked_tokens(session: Session, now: float | None, limit: int) -> int
     ``now``; returns how many (``limit``: call again, there may be more)."""
     cutoff = resolve_now(now) - KEEP_REVOKED_SECONDS
     return delete_some(session, ApiToken, ApiToken.revoked_at < cutoff, limit)
+
+
+def purge_token_events(session: Session, now: float | None, limit: int) -> int:
+    """Delete at most ``limit`` token events of the users' histories that outlived their
+    tokens: a ``token_revoked`` event more than :data:`KEEP_REVOKED_SECONDS` before ``now``
+    (the tokens it revoked are gone: :func:`purge_revoked_tokens`), a ``token_issued`` one
+    as old whose token's row is gone too (the row and its issue share their time: a token
+    live or revoked lately keeps its issue however old); returns how many (``limit``: call
+    again, there may be more). The other events of a user stay for good; these would grow
+    without end, two a cycle of a script that issues a token and revokes it in a loop."""
+    cutoff = resolve_now(now) - KEEP_REVOKED_SECONDS
+    token_row = select(ApiToken.id).where(
+        ApiToken.user_id == UserEvent.user_id, ApiToken.created_at == UserEvent.time
+    )
+    gone = or_(UserEvent.kind == user_events.TOKEN_REVOKED, ~token_row.exists())
+    token_event = UserEvent.kind.in_((user_events.TOKEN_ISSUED, user_events.TOKEN_REVOKED))
+    return delete_some(session, UserEvent, and_(token_event, UserEvent.time < cutoff, gone), limit)
 
 
 def _write_secret(path: Path, text: str) -> None:

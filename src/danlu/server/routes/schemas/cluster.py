@@ -1,6 +1,6 @@
 """The models of the cluster: its nodes and their GPUs with what is allocated on them, a
-cordon or drain, the GPU shares running jobs hold and the control plane's liveness; and the
-function that turns the inventory into nodes."""
+cordon or drain, a node's history, the GPU shares running jobs hold and the control plane's
+liveness; and the functions that turn the inventory and a node's events into them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.metric_record import MAX_TIME
-from danlu.server.db import Node, User
+from danlu.server.db import Node, NodeEvent, User
 from danlu.server.routes.schemas.base import _In, _no_boolean
 from danlu.server.services.cluster import ABSENT, ShareRecord
 from danlu.server.services.nodes import state as node_state
@@ -67,6 +67,28 @@ class NodeOut(BaseModel):
     open_at: float | None = None
     """When the node's cordon or drain ends: it is uncordoned then (null: it lasts until
     uncordoned)."""
+
+
+class NodeEventOut(BaseModel):
+    """One thing that happened to a node (``GET /cluster/nodes/{name}/events``), by
+    ``actor`` (null: the control plane itself), ``detail`` saying what in words: a close's
+    reason and end, what it was before an uncordon, the GPUs before and after a change."""
+
+    id: int
+    node: str
+    time: float
+    kind: Literal[
+        "joined",
+        "lost",
+        "back",
+        "gpus_changed",
+        "cordoned",
+        "drained",
+        "scheduled",
+        "uncordoned",
+    ]
+    actor: str | None
+    detail: str
 
 
 class CordonIn(_In):
@@ -176,6 +198,18 @@ def nodes_out(
             }
         )
     return out
+
+
+def node_event_out(event: NodeEvent) -> dict[str, Any]:
+    """``event``, one of a node's, as the API's NodeEvent object."""
+    return {
+        "id": event.id,
+        "node": event.node,
+        "time": event.time,
+        "kind": event.kind,
+        "actor": event.actor,
+        "detail": event.detail,
+    }
 
 
 def sees_holder(viewer: User | None, share: ShareRecord) -> bool:

@@ -44,13 +44,23 @@ class UserIn(_In):
 
 
 class UserPatch(_In):
-    """A change of a user (admin): ``os_user`` (null: the OS account named like the user),
+    """A change of a user (admin): ``role`` (``admin`` or ``user``; the last enabled admin
+    cannot be made a user), ``os_user`` (null: the OS account named like the user),
     ``quota_gpus`` (null: none); fields left out stay as they are."""
 
+    role: Literal["admin", "user"] | None = None
+    """Left out: kept; null is refused (a 422 naming ``role``), as no role is none."""
     os_user: str | None = Field(default=None, max_length=32)
     quota_gpus: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
 
     _numbers = field_validator("quota_gpus", mode="before")(_no_boolean)
+
+    @field_validator("role")
+    @classmethod
+    def _a_role(cls, value: str | None) -> str | None:
+        if value is None:
+            raise ValueError("give 'admin' or 'user', or leave role out to keep the user's")
+        return value
 
 
 class DisableIn(_In):

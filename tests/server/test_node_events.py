@@ -1,0 +1,175 @@
+"""A node's history (``node_events``): each cordon, drain, schedule and uncordon is an event
+with who did it (an admin, or null for the control plane: a window's start and end, the
+health checks, failed launches), a change that changes nothing none; the inventory's
+readings tell when a node joined, was lost, came back or changed GPUs, and its backend's
+reports when it went out of service and back, each once however many rounds repeat it. And
+``GET /cluster/nodes/{name}`` and ``/cluster/nodes/{name}/events``: any user, 404 naming an
+unknown node, a gone node's history still read. The services and the app on SQLite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from danlu.config import load_settings
+from danlu.core.cluster import Cluster, Node, gpu_type
+from danlu.executors import FakeExecutor, FakeWorld
+from danlu.server.app import create_app
+from danlu.server.db import Database
+from danlu.server.inventory import InventoryRefresh
+from danlu.server.services import cluster, node_events, nodes, users
+
+T = 1_000_000.0
+H100 = gpu_type("H100")
+
+
+def _history(db: Database, name: str) -> list[tuple[float, str, str | None, str]]:
+    with db.read_session() as s:
+        rows = node_events.list_node_events(s, name)
+        return [(e.time - T, e.kind, e.actor, e.detail) for e in rows]
+
+
+def test_each_close_and_open_is_told_with_who_did_it(sqlite_db: Database) -> None:
+    with sqlite_db.session() as s:
+        root = users.create_user(s, "root", "admin", now=T)
+        cluster.replace_inventory(s, [Node("a", 2, H100), Node("b", 2, H100)], now=T)
+        nodes.cordon(s, "a", "new DIMMs", now=T + 1, by=root)
+        nodes.cordon(s, "a", "new DIMMs", now=T + 2, by=root)  # nothing changes: not told
+        nodes.cordon(s, "a", "", drain=True, until=T + 50, now=T + 3, by=root)
+        nodes.uncordon(s, "a", now=T + 4, by=root)
+        nodes.cordon(s, "a", "fan", gpu=1, now=T + 5, by=root)
+        nodes.uncordon(s, "a", 1, now=T + 6, by=root)
+        nodes.cordon(s, "b", "racking", drain=True, at=T + 10, until=T + 20, now=T + 7, by=root)
+        assert nodes.close_due(s, T + 10) == ["b"]
+        assert [o.name for o in nodes.open_due(s, T + 20)] == ["b"]
+        nodes.launch_failed(s, ["b"], "disk full", limit=1, now=T + 21)
+        nodes.close_faulty(s, [("a", 0, "ECC errors")], T + 22)
+    at, until = nodes.shown_time(T + 10), nodes.shown_time(T + 20)
+    assert _history(sqlite_db, "a") == [
+        (0, "joined", None, "in the inventory: 2x H100"),
+        (1, "cordoned", "root", "new DIMMs"),
+        (3, "drained", "root", f"new DIMMs; until {nodes.shown_time(T + 50)}"),
+        (4, "uncordoned", "root", "was draining: new DIMMs"),
+        (5, "cordoned", "root", "GPU 1: fan"),
+        (6, "uncordoned", "root", "GPU 1: was cordoned: fan"),
+        (22, "cordoned", None, "GPU 0: health check: ECC errors"),
+    ]
+    assert _history(sqlite_db, "b") == [
+        (0, "joined", None, "in the inventory: 2x H100"),
+        (7, "scheduled", "root", f"drain at {at} until {until}: racking"),
+        (10, "drained", None, f"racking; until {until}; as scheduled"),
+        (20, "uncordoned", None, "was draining: racking; its window ended"),
+        (
+            21,
+            "cordoned",
+            None,
+            "1 launches in a row failed for the node's reasons (last: disk full)",
+        ),
+    ]
+
+
+def test_a_health_program_close_and_a_dropped_schedule_are_told(sqlite_db: Database) -> None:
+    with sqlite_db.session() as s:
+        root = users.create_user(s, "root", "admin", now=T)
+        cluster.replace_inventory(s, [Node("a", 1, H100)], now=T)
+        nodes.close_marked(s, {"a": "NVLink down"}, nodes.PROGRAM_REASON, T + 1)
+        nodes.close_marked(s, {"a": "NVLink down"}, nodes.PROGRAM_REASON, T + 2)  # closed
+        nodes.reopen_marked(s, ["a"], nodes.PROGRAM_REASON, T + 3)
+        nodes.cordon(s, "a", "", at=T + 100, now=T + 4, by=root)
+        nodes.uncordon(s, "a", now=T + 5, by=root)
+    assert _history(sqlite_db, "a")[1:] == [
+        (1, "cordoned", None, "health program: NVLink down"),
+        (3, "uncordoned", None, "was cordoned: health program: NVLink down; what closed it passed"),
+        (4, "scheduled", "root", f"cordon at {nodes.shown_time(T + 100)}"),
+        (5, "uncordoned", "root", f"dropped the scheduled cordon at {nodes.shown_time(T + 100)}"),
+    ]
+
+
+def test_a_node_lost_and_back_is_told_once_however_many_rounds_see_it(
+    sqlite_db: Database,
+) -> None:
+    """Through the inventory's refresh, as the reconcile loop runs it: node ``b`` leaves the
+    inventory for three readings and comes back; the backend reports ``a`` down for three,
+    then serves it; ``a`` loses two GPUs. Each change is one event, whatever repeats it."""
+    first = Cluster((Node("a", 4, H100), Node("b", 2, H100)))
+    with sqlite_db.session() as s:
+        cluster.replace_inventory(s, first.nodes, now=T)
+    world = FakeWorld()
+    refresh = InventoryRefresh(sqlite_db, FakeExecutor(first, world), every=10.0)
+    refresh.run(T)  # starts the clock
+    steps = [
+        (Cluster((Node("a", 4, H100),)), {}),
+        (Cluster((Node("a", 4, H100),)), {"a": "Slurm reports it DOWN: not responding"}),
+        (Cluster((Node("a", 4, H100),)), {"a": "Slurm reports it DOWN: not responding"}),
+        (first, {"a": "Slurm reports it DOWN: not responding"}),
+        (first, {}),
+        (Cluster((Node("a", 2, H100), Node("b", 2, H100))), {}),
+        (Cluster((Node("a", 2, H100), Node("b", 2, H100))), {}),
+    ]
+    for step, (reading, down) in enumerate(steps, start=1):
+        world.cluster, world.out_of_service = reading, down
+        refresh.run(T + 10 * step)
+    down = "its backend reports it out of service: Slurm reports it DOWN: not responding"
+    assert _told(sqlite_db, "a") == [
+        ("joined", "in the inventory: 4x H100"),
+        ("lost", down),
+        ("back", "its backend serves it again"),
+        ("gpus_changed", "4x H100 -> 2x H100"),
+    ]
+    assert _told(sqlite_db, "b") == [
+        ("joined", "in the inventory: 2x H100"),
+        ("lost", "not in the inventory's reading"),
+        ("back", "in the inventory again: 2x H100"),
+    ]
+
+
+def _told(db: Database, name: str) -> list[tuple[str, str]]:
+    """What node ``name``'s history says, by the control plane alone (the inventory's
+    readings are timed by the wall clock, the backend's reports by the loop's)."""
+    history = _history(db, name)
+    assert {actor for _, _, actor, _ in history} == {None}
+    return [(kind, detail) for _, kind, _, detail in history]
+
+
+def test_a_node_and_its_events_are_read_by_any_user(tmp_path: Path) -> None:
+    settings = load_settings(home=tmp_path, fake_gpus="1x80GiB")
+    db = Database(settings.db_url)
+    with TestClient(create_app(settings, start_loops=False)) as http:
+        with db.session() as s:
+            root = users.create_user(s, "root", "admin", now=T)
+            tokens = {"root": users.issue_token(s, root, now=T)}
+            tokens["bob"] = users.issue_token(s, users.create_user(s, "bob", now=T), now=T)
+            name = cluster.list_nodes(s)[0].name
+            for step in range(3):
+                nodes.cordon(s, name, f"check {step}", now=T + step, by=root)
+            cluster.replace_inventory(s, [*cluster.load_cluster(s).nodes, Node("gone", 1)])
+            cluster.replace_inventory(s, cluster.load_cluster(s).nodes[:1])  # gone is lost
+        db.dispose()
+
+        def get(path: str, caller: str = "bob") -> tuple[int, object]:
+            reply = http.get(
+                f"/api/v1{path}", headers={"Authorization": f"Bearer {tokens[caller]}"}
+            )
+            return reply.status_code, reply.json()
+
+        code, record = get(f"/cluster/nodes/{name}")
+        listed = get("/cluster/nodes")[1]
+        assert code == 200 and [record] == listed, record
+        code, events = get(f"/cluster/nodes/{name}/events?tail=true&limit=2")
+        assert code == 200 and isinstance(events, list), events
+        assert [(e["node"], e["kind"], e["actor"], e["detail"]) for e in events] == [
+            (name, "cordoned", "root", "check 1"),
+            (name, "cordoned", "root", "check 2"),
+        ]
+        after = get(f"/cluster/nodes/{name}/events?after_id={events[0]['id']}")[1]
+        assert [e["detail"] for e in after] == ["check 2"]  # type: ignore[index]
+        code, error = get("/cluster/nodes/gone")
+        assert code == 404 and "node 'gone' not found (not in the inventory now" in str(error)
+        code, gone = get("/cluster/nodes/gone/events")
+        assert code == 200 and [e["kind"] for e in gone] == ["joined", "lost"], gone  # type: ignore[union-attr,index]
+        code, error = get("/cluster/nodes/nosuch/events")
+        assert code == 404 and "node 'nosuch' not found" in str(error), error
+        assert get("/cluster/nodes/nosuch")[0] == 404
+        code, error = get(f"/cluster/nodes/{name}/events?limit=1001", "root")
+        assert code == 422 and "limit" in str(error), error
