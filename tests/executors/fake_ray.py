@@ -14,6 +14,10 @@ through pytest's ``monkeypatch`` (undone after the test), so that the executor's
 - ``actor.method.remote(...)``: the call is made at once; its answer or error is kept in the
   returned reference for ``ray.get``. An error of the method comes as a ``RayTaskError``.
 - ``ray.get_actor(name)``: the live actor of that name, else ``ValueError`` as Ray's.
+- ``ray._private.state.actors(actor_id=ID)``: the GCS's record of an actor by its id (each
+  actor's handle has one, ``handle._actor_id.hex()``), dead ones too: ``{"ActorID", "Name",
+  "State", "DeathCause"}``, the cause a dict of the proto's field names (:meth:`FakeActor.
+  death_cause`); ``{}`` for an id Ray does not know.
 - ``ray.wait``, ``ray.get`` (``GetTimeoutError`` for a call that hangs), ``ray.kill``.
 - ``ray.get_runtime_context().get_node_id()``: :attr:`FakeRay.node_id`, the node of this
   process (the driver's).
@@ -22,9 +26,10 @@ through pytest's ``monkeypatch`` (undone after the test), so that the executor's
   also a ``TimeoutError``; ``ObjectLostError``; ``RayTaskError``; ``OutOfMemoryError``).
 
 Faults a test makes: :meth:`FakeActor.dead` (its node lost: calls fail with
-``ActorDiedError``, ``get_actor`` finds no such actor), :meth:`FakeActor.memory_killed`
-(Ray's memory monitor killed it: calls fail with ``OutOfMemoryError``, ``get_actor`` finds
-no such actor), :attr:`FakeActor.unavailable`
+``ActorDiedError``, ``get_actor`` finds no such actor, its record's cause says its node
+died), :meth:`FakeActor.memory_killed` (Ray's memory monitor killed it: calls fail with
+``OutOfMemoryError``, ``get_actor`` finds no such actor, its record's cause is an
+``oom_context``), :attr:`FakeActor.unavailable`
 (calls fail with ``ActorUnavailableError``, as on a network blip), :attr:`FakeActor.hanging`
 (calls never answer) and :meth:`FakeRay.fail` (the next calls of one API raise a given
 error). :meth:`FakeRay.close_all` ends every actor's command (a test's teardown).
@@ -153,6 +158,16 @@ class FakeMethod:
             return FakeRef(error=RayTaskError(f"{type(exc).__name__}: {exc}"))
 
 
+class FakeActorId:
+    """Ray's ``ActorID`` of an actor handle (``handle._actor_id``)."""
+
+    def __init__(self, hexed: str) -> None:
+        self._hex = hexed
+
+    def hex(self) -> str:
+        return self._hex
+
+
 class FakeActor:
     """A named actor: the handle the executor calls methods of (``actor.status.remote()``),
     and the switches a test flips."""
@@ -162,6 +177,8 @@ class FakeActor:
         self.name = name
         self.instance = instance
         self.options = options
+        self._actor_id = FakeActorId(f"{len(ray.by_id) + 1:032x}")
+        ray.by_id[self._actor_id.hex()] = self
         self.is_dead = instance is None
         self.init_error: BaseException | None = None
         """What its creation raised (its calls then fail as Ray's do: ``actor_init_failed``)."""
@@ -184,6 +201,21 @@ class FakeActor:
         its calls fail with ``OutOfMemoryError`` saying ``said``."""
         self.memory_said = said
         self.dead()
+
+    def death_cause(self) -> dict[str, Any]:
+        """The cause of its death as Ray's GCS keeps it (the ``ActorDeathCause`` proto's
+        fields): Ray's memory monitor's account (``oom_context``, its message the text of
+        the calls' ``OutOfMemoryError``), else its node's death; empty while it lives."""
+        if not self.is_dead:
+            return {}
+        if self.memory_said is not None:
+            return {"oom_context": {"error_message": self.memory_said}}
+        return {
+            "actor_died_error_context": {
+                "error_message": "The actor died because its node has died.",
+                "reason": "NODE_DIED",
+            }
+        }
 
     def __getattr__(self, name: str) -> FakeMethod:
         if name.startswith("_"):
@@ -229,6 +261,8 @@ class FakeRay:
     def __init__(self, nodes: list[dict[str, Any]] | None = None) -> None:
         self.nodes: list[dict[str, Any]] = list(nodes or [])
         self.actors: dict[str, FakeActor] = {}
+        self.by_id: dict[str, FakeActor] = {}
+        """Every actor made, live or dead, by its id (the GCS's actor table)."""
         self.calls: list[tuple[str, str, tuple[Any, ...]]] = []
         """``(actor, method, args)`` of every remote call made."""
         self.killed: list[str] = []
@@ -244,7 +278,8 @@ class FakeRay:
 
     def fail(self, api: str, error: BaseException, times: int = 1) -> None:
         """Make the next ``times`` calls of ``api`` raise ``error``: ``nodes``,
-        ``get_actor``, ``list_named_actors``, ``wait``, ``get``, ``kill``, ``actor.remote``
+        ``get_actor``, ``actors`` (the GCS's actor table), ``list_named_actors``, ``wait``,
+        ``get``, ``kill``, ``actor.remote``
         (making an actor) or ``METHOD.remote`` (a call of an actor's method, e.g.
         ``close.remote``)."""
         self._faults.setdefault(api, []).extend([error] * times)
@@ -302,11 +337,18 @@ class FakeRay:
         ray.util = util  # type: ignore[attr-defined]
         util.list_named_actors = self._list_named_actors  # type: ignore[attr-defined]
         util.scheduling_strategies = strategies  # type: ignore[attr-defined]
+        private = types.ModuleType("ray._private")
+        state = types.ModuleType("ray._private.state")
+        state.actors = self._actor_table  # type: ignore[attr-defined]
+        private.state = state  # type: ignore[attr-defined]
+        ray._private = private  # type: ignore[attr-defined]
         return {
             "ray": ray,
             "ray.exceptions": exceptions,
             "ray.util": util,
             "ray.util.scheduling_strategies": strategies,
+            "ray._private": private,
+            "ray._private.state": state,
         }
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeRay:
@@ -328,6 +370,20 @@ class FakeRay:
         if not all_namespaces:
             return [a.name for a in live]
         return [{"name": a.name, "namespace": a.options.get("namespace")} for a in live]
+
+    def _actor_table(self, actor_id: str | None = None) -> dict[str, Any]:
+        """``ray._private.state.actors(actor_id=...)``: the record of one actor, dead or
+        alive, as Ray's GCS keeps it; ``{}`` for an id it does not know."""
+        self.check("actors")
+        actor = self.by_id.get(actor_id or "")
+        if actor is None:
+            return {}
+        return {
+            "ActorID": actor_id,
+            "Name": actor.name,
+            "State": "DEAD" if actor.is_dead else "ALIVE",
+            "DeathCause": actor.death_cause(),
+        }
 
     def _get_actor(self, name: str, namespace: str | None = None) -> FakeActor:
         self.check("get_actor")

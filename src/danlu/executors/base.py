@@ -12,8 +12,9 @@ Optional capabilities are separate base classes, checked with ``isinstance``:
 Exit classification (:func:`classify_exit`): 0 is SUCCEEDED; :data:`PREEMPTED_EXIT_CODE` (75,
 the code ``danlu.train`` exits with after checkpointing on SIGTERM) is PREEMPTED; ``danlu.train``'s
 verdict that the job cannot fit its memory even at the smallest micro-batch, recognised in the
-log tail, is CANNOT_FIT; a CUDA or host out-of-memory error recognised there is OOM; anything
-else is FAILED.
+log tail, is CANNOT_FIT; a CUDA or host out-of-memory error recognised there is OOM (one of
+the host's memory, :func:`host_oom`, said so by :attr:`ExecStatus.host_memory`); anything else
+is FAILED.
 """
 
 from __future__ import annotations
@@ -386,6 +387,12 @@ class ExecStatus:
     (:data:`danlu.server.polling.UNSTARTED_RUNS_LIMIT`) fails the job instead, naming the
     nodes. Empty (the default): none; a run that failed by the job's own doing (its command
     exited 1) names none, and counts a restart as any failure does."""
+    host_memory: bool = False
+    """The run (an :attr:`Outcome.OOM`) ran out of the host's memory, not its GPUs': the
+    kernel's OOM killer ended it (:func:`host_oom`), Slurm ended its job ``OUT_OF_MEMORY``
+    (its cgroup's memory limit), or Ray's memory monitor killed its actor (its node low on
+    memory). The control plane's reason then names host memory and its fix, not the GPU
+    memory the run had (:func:`~danlu.server.run_exits.memory_note`)."""
 
     @property
     def running(self) -> bool:
@@ -543,8 +550,25 @@ def gang_exit(codes: Iterable[int]) -> int:
     return next((c for c in failures if c != PREEMPTED_EXIT_CODE), failures[0] if failures else 0)
 
 
+def host_oom(exit_code: int | None, log_tail: str = "", oom_killed: bool = False) -> bool:
+    """Whether an exited run died for the host's memory, not its GPUs': exit status 137 (a
+    SIGKILL, as the kernel's OOM killer sends) with evidence of an OOM kill, ``oom_killed``
+    (the OOM kill count of the memory cgroup the run's processes were in rose while it
+    ran: :mod:`~danlu.executors.oom_kills`, which the local executor's supervisor reads) or
+    an out-of-memory marker in its log tail (slurmstepd's ``oom-kill event``, a
+    ``MemoryError``), and no CUDA out-of-memory error there (the GPU's memory ran out
+    first). A bare SIGKILL is no evidence: an admin's ``kill -9``, a stop's grace that ran
+    out."""
+    if exit_code != KILLED_EXIT_CODE or _CUDA_OOM.search(log_tail):
+        return False
+    return oom_killed or bool(_HOST_OOM.search(log_tail))
+
+
 def classify_exit(
-    exit_code: int | None, log_tail: str = "", stop_reason: StopReason | None = None
+    exit_code: int | None,
+    log_tail: str = "",
+    stop_reason: StopReason | None = None,
+    oom_killed: bool = False,
 ) -> Outcome:
     """Classify an exited run.
 
@@ -554,8 +578,10 @@ def classify_exit(
     with a ``SignalException`` after its workers checkpointed); ``danlu.train``'s verdict
     that even the smallest micro-batch ran out of memory in the log tail
     (:data:`CANNOT_FIT_MARK`) -> CANNOT_FIT; torch's ``OutOfMemoryError`` / "CUDA out of
-    memory" there, or exit status 137 with an out-of-memory marker there (the kernel OOM
-    killer, a MemoryError) -> OOM; anything else (including an unknown exit code) -> FAILED.
+    memory" there -> OOM, and so is a death for the host's memory (:func:`host_oom`: exit
+    status 137 with an out-of-memory marker there, or ``oom_killed``, the OOM kill count
+    of the run's memory cgroup up while it ran); anything else (including an unknown exit
+    code, and a SIGKILL with no such evidence) -> FAILED.
     """
     if exit_code == 0:
         return Outcome.SUCCEEDED
@@ -569,9 +595,7 @@ def classify_exit(
         return Outcome.PREEMPTED
     if CANNOT_FIT_MARK.search(log_tail):
         return Outcome.CANNOT_FIT
-    if _CUDA_OOM.search(log_tail):
-        return Outcome.OOM
-    if exit_code == KILLED_EXIT_CODE and _HOST_OOM.search(log_tail):
+    if _CUDA_OOM.search(log_tail) or host_oom(exit_code, log_tail, oom_killed):
         return Outcome.OOM
     return Outcome.FAILED
 

@@ -15,6 +15,11 @@ log's last write), or now when something of it still ran, never when a control p
 down meanwhile came back. A run of an earlier boot was lost with the host: it is reported as
 lost with its node (``node_lost``), which the control plane re-queues as a preemption.
 
+A run that died of SIGKILL while the OOM kill count of its memory cgroup rose (its supervisor
+counts them: :mod:`~danlu.executors.oom_kills`) ran out of the host's memory: an OOM with
+``host_memory`` (:func:`~danlu.executors.base.host_oom`), not a bare failure. A SIGKILL with
+no such count up stays a failure.
+
 Logs: stdout and stderr of the job go to ``LOG_DIR/JOB_ID.log`` (appended across restarts).
 File names come only from validated job ids, and every path is resolved and checked to stay in
 its directory.
@@ -44,7 +49,7 @@ from typing import Any
 
 from danlu.core.cluster import Cluster
 from danlu.core.errors import ConfigError
-from danlu.executors import records, supervise
+from danlu.executors import oom_kills, records, supervise
 from danlu.executors.accounts import Account, os_account
 from danlu.executors.base import (
     ExecStatus,
@@ -57,6 +62,7 @@ from danlu.executors.base import (
     StopReason,
     check_slots,
     classify_exit,
+    host_oom,
     job_environment,
 )
 from danlu.executors.errors import (
@@ -466,12 +472,19 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
                 done = self._lost(run_dir, launch, job, child, rebooted)
         code = done.get("exit_code")
         node_lost = done.get("node_lost") is True
+        message = str(done.get("error", ""))
+        host_memory = False
         if node_lost:
             outcome = Outcome.PREEMPTED  # as a preemption that could not checkpoint
         elif done.get("error") == SUPERVISOR_LOST:
             outcome = Outcome.PREEMPTED if reason is StopReason.PREEMPT else Outcome.FAILED
         else:
-            outcome = classify_exit(code, self._log_tail(run_dir, launch), reason)
+            tail = self._log_tail(run_dir, launch)
+            killed = done.get("oom_kills", 0) > 0  # its cgroup's OOM kills while it ran
+            outcome = classify_exit(code, tail, reason, oom_killed=killed)
+            host_memory = outcome is Outcome.OOM and host_oom(code, tail, killed)
+            if host_memory and killed and not message:
+                message = oom_kills.killed_message(done["oom_kills"])
         return ExecStatus(
             RunState.EXITED,
             outcome=outcome,
@@ -480,8 +493,9 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
             stop_reason=reason,
             started_at=started,
             finished_at=done.get("finished_at"),
-            message=str(done.get("error", "")),
+            message=message,
             node_lost=node_lost,
+            host_memory=host_memory,
         )
 
     def _rebooted(self, launch: Mapping[str, Any]) -> bool:

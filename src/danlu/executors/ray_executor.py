@@ -116,6 +116,7 @@ from danlu.executors.ray_polls import START_TIMEOUT as START_TIMEOUT  # re-expor
 from danlu.executors.ray_polls import RayPolls
 from danlu.executors.ray_records import (
     LAUNCH_FIELDS,
+    actor_id,
     job_actors,
     own_actors,
     placed_gpus,
@@ -446,6 +447,10 @@ class RayExecutor(RayPolls, MultiNodeExecutor, GpuSharingExecutor):
                     raise  # once the actors Ray may make meanwhile are killed (above)
                 raise LaunchError(f"Ray could not start job {job.job_id}: {exc}") from exc
             self._handles[actor_name] = handle
+        ids = [actor_id(self._handles[name]) for name in actors]
+        if all(ids):  # Ray's record of an actor dead while the plane was down is read by id
+            record["actor_ids"] = ids
+            records.save_launch(run_dir, record)
         self._started(run_dir, record)
         return Handle(job.job_id, job.run_attempt)
 

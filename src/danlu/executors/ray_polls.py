@@ -3,7 +3,8 @@ what became of a run: every node's actor asked for its status and new output (on
 not answer in time asked again at the next poll; one gone, or never started on its node,
 told apart), the output appended to the job's log, and the run's end decided from the
 answers (every node's command exited, an actor lost, one that could not start on its node or
-has not answered within :data:`START_TIMEOUT` of the launch, one Ray's memory monitor killed),
+has not answered within :data:`START_TIMEOUT` of the launch, one Ray's memory monitor killed,
+which an actor Ray no longer finds by name may have been: Ray's record of its death says),
 recorded, and its actors killed; while the run goes on, the gang stop made once one node's
 command has exited.
 """
@@ -12,12 +13,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from danlu.executors import records, supervise
 from danlu.executors.base import ExecStatus, RunState, StopReason, exit_signal
+from danlu.executors.errors import ExecutorUnavailableError
 from danlu.executors.ray_output import append_run_output
 from danlu.executors.ray_records import read_offsets
 from danlu.executors.ray_results import (
@@ -25,6 +29,7 @@ from danlu.executors.ray_results import (
     exit_result,
     lost_result,
     memory_killed_result,
+    memory_monitor_death,
     memory_monitor_kill,
     started_at,
     unanswered_result,
@@ -32,6 +37,8 @@ from danlu.executors.ray_results import (
     with_start_failures,
 )
 from danlu.executors.ray_stops import CALL_TIMEOUT, RayStops
+
+log = logging.getLogger("danlu.executors.ray_executor")
 
 START_TIMEOUT = 120.0
 """Seconds an actor may take to answer its first call (Ray starting a worker on its node)
@@ -131,15 +138,21 @@ class RayPolls(RayStops):
         on host memory). None when they do not all answer within
         :data:`CALL_TIMEOUT` (still starting, busy) or one cannot be reached for now
         (``ActorUnavailableError``): asked again at the next poll; ``silent`` gets the ranks
-        of the actors that did not answer then. Raises
+        of the actors that did not answer then. An actor Ray no longer finds by its name (a
+        control plane that was down when it died) goes in ``killed`` too when Ray's record
+        of its death says its memory monitor killed it (:meth:`_memory_death`). Raises
         :class:`ExecutorUnavailableError` for Ray's other errors, and
         :class:`ExecutorError` for a launch record whose ``offsets`` do not match its
         ``actors`` (:func:`~danlu.executors.ray_records.read_offsets`)."""
         offsets = read_offsets(run_dir, launch)
         refs: list[Any] = []
         with self._asking("ask the run's actors"):
-            for name, offset in zip(launch["actors"], offsets, strict=True):
+            for rank, (name, offset) in enumerate(zip(launch["actors"], offsets, strict=True)):
                 actor = self._actor_handle(name)
+                if actor is None and killed is not None:
+                    memory = self._memory_death(launch, rank)
+                    if memory is not None:
+                        killed[rank] = memory
                 refs.append(actor.status.remote(offset) if actor is not None else None)
             pending = [ref for ref in refs if ref is not None]
             if pending:
@@ -172,6 +185,31 @@ class RayPolls(RayStops):
                     if cause is None and memory is not None and killed is not None:
                         killed[rank] = memory
         return out
+
+    def _memory_death(self, launch: Mapping[str, Any], rank: int) -> str | None:
+        """Ray's account of its memory monitor's kill of the run's actor of ``rank``, which
+        Ray no longer finds by its name, from the cause of its death that Ray's GCS keeps
+        (:func:`~danlu.executors.ray_results.memory_monitor_death`), read by the actor's id
+        its launch recorded (``actor_ids``). None when the launch recorded none (made by
+        an older danlu), Ray keeps no record of it (or cannot be asked so: another Ray's
+        internals), or it died otherwise (its node lost, killed): the run is then lost with
+        its node, as before. Raises :class:`ExecutorUnavailableError` when the GCS does not
+        answer in time (asked again at the next poll)."""
+        ids, actors = launch.get("actor_ids") or [], launch["actors"]
+        if len(ids) != len(actors):
+            return None
+        try:
+            state: Any = importlib.import_module("ray._private.state")
+            info = self._gcs(
+                f"read Ray's record of actor {actors[rank]}",
+                functools.partial(state.actors, actor_id=ids[rank]),
+            )
+        except ExecutorUnavailableError:
+            raise
+        except Exception as exc:  # another Ray's internals, an id it refuses: no evidence
+            log.warning("cannot read Ray's record of actor %s: %s", actors[rank], exc)
+            return None
+        return memory_monitor_death(info.get("DeathCause") if isinstance(info, Mapping) else None)
 
     def _append(
         self, run_dir: Path, launch: dict[str, Any], answers: list[dict[str, Any] | None]

@@ -37,6 +37,13 @@ def _natural(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def _actor_ids(value: Any) -> bool:
+    """Ray's ids of the run's actors, by rank: hex strings (Ray's ``ActorID.hex()``)."""
+    return _names(value) and all(
+        0 < len(v) <= 128 and all(c in "0123456789abcdef" for c in v) for v in value
+    )
+
+
 LAUNCH_FIELDS: Mapping[str, records.Check] = {
     **records.LAUNCH_FIELDS,
     "actors": lambda v: _names(v) and bool(v),
@@ -46,9 +53,21 @@ LAUNCH_FIELDS: Mapping[str, records.Check] = {
     "offsets": lambda v: isinstance(v, list) and all(map(_natural, v)),
     "unsignalled": _unsignalled,
     "open_line": _natural,
+    "actor_ids": _actor_ids,
 }
-"""The Ray executor's launch record: the local one's, its actors' and nodes' names, and how
-far the actors' output was read."""
+"""The Ray executor's launch record: the local one's, its actors' and nodes' names (and Ray's
+ids of its actors, ``actor_ids``, by which Ray's record of a dead one is read: its death's
+cause), and how far the actors' output was read."""
+
+
+def actor_id(handle: Any) -> str | None:
+    """Ray's id of the actor of ``handle`` (its ``ActorID`` in hex), None where the handle
+    does not tell it (another Ray's handles)."""
+    try:
+        hexed = handle._actor_id.hex()
+    except Exception:  # any Ray's handle (or none): no id is no id
+        return None
+    return hexed if isinstance(hexed, str) and _actor_ids([hexed]) else None
 
 
 def run_actors(job_id: str, attempt: int, count: int) -> list[str]:

@@ -2,7 +2,9 @@
 worked out from its actors' answers at a poll (each :meth:`NodeRun.status
 <danlu.executors.ray_actor.NodeRun.status>`, None for an actor that is gone): the result
 recorded when an actor is gone (:func:`lost_result`), could not start on its node
-(:func:`unstarted_result`), was killed by Ray's memory monitor (:func:`memory_killed_result`),
+(:func:`unstarted_result`), was killed by Ray's memory monitor (:func:`memory_killed_result`;
+told by a call's error, :func:`memory_monitor_kill`, or by the death cause Ray keeps of an
+actor it no longer finds, :func:`memory_monitor_death`),
 or every node's command has exited (:func:`exit_result`), and the stop of the other nodes once
 one node's command has exited alone (:func:`gang_stop_reason`). Nothing here asks Ray or
 writes a file."""
@@ -21,6 +23,7 @@ from danlu.executors.base import (
     StopReason,
     classify_exit,
     gang_exit,
+    host_oom,
 )
 
 Answers = Sequence[dict[str, Any] | None]
@@ -102,7 +105,7 @@ def creation_failure(error: BaseException) -> str | None:
     return _capped(said[-1] if said else type(error).__name__)
 
 
-def _said(error: BaseException) -> list[str]:
+def _said(error: BaseException | str) -> list[str]:
     """The lines of Ray's text of ``error`` that say something, colour codes left out."""
     lines = [line.strip() for line in _ANSI.sub("", str(error)).splitlines()]
     return [line for line in lines if line and line.strip("^~ ")]
@@ -133,11 +136,52 @@ def memory_monitor_kill(
     said = _said(error)
     if isinstance(error, out_of_memory):
         return _capped(said[0] if said else type(error).__name__)
+    return _exit_type_said(said)
+
+
+def _exit_type_said(said: Sequence[str]) -> str | None:
+    """The worker's exit detail (or the line) of Ray's text ``said`` (its lines) where a line
+    names the exit type :data:`MEMORY_MONITOR_EXIT`; else None."""
     named = next((line for line in said if MEMORY_MONITOR_EXIT in line), None)
     if named is None:
         return None
     detail = named.partition(_EXIT_DETAIL)[2].strip()
     return _capped(detail or named)
+
+
+def memory_monitor_death(death_cause: Any) -> str | None:
+    """Ray's account, in one line, when the cause of a dead actor's death that Ray's GCS
+    keeps (its ``ActorDeathCause`` proto, as the GCS's actor table gives it, or as a dict of
+    the proto's field names, as ``ray.util.state`` does) says Ray's memory monitor killed its
+    worker: the first line of its ``oom_context``'s message (the node's memory used and its
+    limit, as the ``OutOfMemoryError`` of a call says it), or the exit detail of an
+    ``actor_died_error_context`` naming the exit type :data:`MEMORY_MONITOR_EXIT`; else None
+    (its node died, its worker died otherwise, it was killed; no cause, or none readable).
+    Read after a control-plane restart, when Ray no longer finds the actor by its name and
+    no call can be made to it."""
+    death_cause = _fields(death_cause)
+    oom = death_cause.get("oom_context")
+    if isinstance(oom, Mapping):
+        said = _said(str(oom.get("error_message") or ""))
+        return _capped(said[0] if said else "the node ran low on memory")
+    died = death_cause.get("actor_died_error_context")
+    if isinstance(died, Mapping):
+        return _exit_type_said(_said(str(died.get("error_message") or "")))
+    return None
+
+
+def _fields(message: Any) -> Mapping[str, Any]:
+    """A proto ``message`` as a dict of its fields' names (``MessageToDict``), a mapping as
+    it is; empty for anything else."""
+    if isinstance(message, Mapping):
+        return message
+    try:
+        from google.protobuf.json_format import MessageToDict
+
+        fields: dict[str, Any] = MessageToDict(message, preserving_proto_field_name=True)
+    except Exception:  # no proto (no protobuf where Ray is not): no cause to read
+        return {}
+    return fields
 
 
 def _by_node(nodes: Sequence[str], causes: Mapping[int, str]) -> str:
@@ -168,6 +212,7 @@ def memory_killed_result(
             "killed by Ray's memory monitor: the node ran low on host memory "
             f"({_by_node(nodes, causes)})"
         ),
+        "host_memory": outcome is Outcome.OOM,
     }
 
 
@@ -229,11 +274,14 @@ def exit_result(
         return None
     exits = sorted((a["finished_at"] or 0.0, a["exit_code"]) for a in answers)
     code = gang_exit(c for _, c in exits)
+    tail = log_tail()
+    outcome = classify_exit(code, tail, reason)
     result: dict[str, Any] = {
-        "outcome": classify_exit(code, log_tail(), reason).value,
+        "outcome": outcome.value,
         "exit_code": code,
         "started_at": started,
         "error": next((a["error"] for a in answers if a["error"]), ""),
+        "host_memory": outcome is Outcome.OOM and host_oom(code, tail),
     }
     if (last := max((f for f, _ in exits), default=0.0)) > 0:
         result["finished_at"] = min(max(last, started), now)

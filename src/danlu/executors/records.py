@@ -140,9 +140,12 @@ EXIT_FIELDS: Mapping[str, Check] = {
     "finished_at": _number,
     "error": _text,
     "node_lost": lambda v: isinstance(v, bool),
+    "oom_kills": _natural,
 }
 """An exit record's fields; ``node_lost``: the run was lost with its node (the local
-executor's: with the host, which rebooted meanwhile)."""
+executor's: with the host, which rebooted meanwhile); ``oom_kills``: the OOM kills of the
+job's memory cgroup while it ran, as its supervisor counted them (the local executor's:
+:mod:`~danlu.executors.oom_kills`)."""
 
 
 def checked(

@@ -73,6 +73,7 @@ RESULT_FIELDS: Mapping[str, records.Check] = {
     # (a string first: a list or an object is no set member, it raised TypeError)
     "outcome": lambda v: isinstance(v, str) and v in _OUTCOMES,
     "started_at": records.optional_number,
+    "host_memory": lambda v: isinstance(v, bool),  # ExecStatus.host_memory
 }
 
 
@@ -610,4 +611,5 @@ def exited(result: Mapping[str, Any], reason: StopReason | None) -> ExecStatus:
         finished_at=result.get("finished_at"),
         message=str(result.get("error", "")),
         node_lost=result.get("node_lost") is True,
+        host_memory=result.get("host_memory") is True,
     )

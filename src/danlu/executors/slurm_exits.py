@@ -40,6 +40,7 @@ from danlu.executors.base import (
     classify_exit,
     exit_signal,
     gang_exit,
+    host_oom,
 )
 from danlu.executors.slurmctl import LAUNCH_FAILURE, NODE_LOST_STATES, SlurmJob
 
@@ -192,6 +193,14 @@ def slurm_exit(job: SlurmJob) -> tuple[int | None, int | None]:
     return code, sig
 
 
+OUT_OF_MEMORY_SAID = (
+    "a process of it went past the memory Slurm gave the job (its cgroup's limit: sbatch's "
+    "--mem or --mem-per-cpu, which DANLU_SLURM_SBATCH_OPTIONS or the partition's defaults "
+    "set)"
+)
+"""What a run's status says of a Slurm job that ended ``OUT_OF_MEMORY``, after its state."""
+
+
 def ended_said(state: str, reason: str) -> str:
     """``ended STATE (REASON)``: how a run's message names the ended ``state`` of its Slurm
     job and Slurm's ``reason`` for it (``ended TIMEOUT (TimeLimit)``, ``ended NODE_FAIL
@@ -217,7 +226,10 @@ def run_result(
     ``reason`` if danlu asked), from Slurm's record of it (``job``: ``scontrol show job``) or,
     when Slurm has forgotten it (None), from the exits its tasks recorded: ``outcome``,
     ``exit_code``, ``signal``, ``started_at``, ``finished_at`` (``now`` when Slurm gives no
-    end), ``error`` and ``node_lost``. ``log_tail`` reads the end of the run's log (for
+    end), ``error``, ``node_lost`` and ``host_memory`` (an OOM of the host's memory:
+    Slurm's ``OUT_OF_MEMORY``, which ``error`` names with the limit it hit, or a SIGKILL with
+    slurmstepd's ``oom-kill event`` in the log: :func:`~danlu.executors.base.host_oom`).
+    ``log_tail`` reads the end of the run's log (for
     :func:`~danlu.executors.base.classify_exit`); ``log_dir`` is the executor's log
     directory, named in the error of a job Slurm could not launch. Slurm's ``OUT_OF_MEMORY``
     is an OOM and ``NODE_FAIL`` or ``BOOT_FAIL`` a run lost with its node, unless the exits
@@ -263,8 +275,10 @@ def run_result(
     decided = exits_decide(state, exits, len(launch.get("nodes") or []))
     lost = state in NODE_LOST_STATES and not decided
     said = ended_said(state, job.reason if job is not None else "")
+    host_memory = False
     if state == "OUT_OF_MEMORY" and not decided:
-        outcome = Outcome.OOM
+        outcome, host_memory = Outcome.OOM, True
+        error = error or f"Slurm job {slurm_id} {said}: {OUT_OF_MEMORY_SAID}"
     elif lost:
         outcome, error = (
             Outcome.PREEMPTED,
@@ -273,7 +287,9 @@ def run_result(
     elif error:
         outcome = Outcome.PREEMPTED if reason is StopReason.PREEMPT else Outcome.FAILED
     else:
-        outcome = classify_exit(code, log_tail(), reason)
+        tail = log_tail()
+        outcome = classify_exit(code, tail, reason)
+        host_memory = outcome is Outcome.OOM and host_oom(code, tail)  # slurmstepd's oom-kill
         if decided:
             error = f"Slurm job {slurm_id} {said} after every node recorded its exit"
         elif state in {"TIMEOUT", "DEADLINE", "PREEMPTED"} or (
@@ -290,4 +306,5 @@ def run_result(
         "finished_at": finished,
         "error": error,
         "node_lost": lost,
+        "host_memory": host_memory,
     }

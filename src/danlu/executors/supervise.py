@@ -5,8 +5,10 @@ killed with SIGKILL) instead of the job itself. It reads ``RUN_DIR/launch.json``
 job's argv in a new process group with its own stdout/stderr (the job's log file) and the
 environment it was given, records the job's pid and start time in ``RUN_DIR/job.json``, waits
 for it, kills whatever is left of its process group, and writes the exit status to
-``RUN_DIR/exit.json``. Any executor instance can read those files: a child of a dead parent
-cannot be waited for, but its exit code is on disk.
+``RUN_DIR/exit.json``, with the OOM kills its memory cgroup (the job's) counted meanwhile
+(``oom_kills``: :mod:`~danlu.executors.oom_kills`, left out where the count cannot be read),
+the evidence of a job the kernel's OOM killer ended. Any executor instance can read those
+files: a child of a dead parent cannot be waited for, but its exit code is on disk.
 
 Stopping: the executor writes ``RUN_DIR/stop.json`` (``{"reason": ..., "grace": seconds}``) and
 sends SIGTERM to the supervisor (once it handles the signal: :data:`HANDLING`; a stop recorded
@@ -82,10 +84,11 @@ def sibling(name: str) -> ModuleType:
 
 
 if TYPE_CHECKING or __package__:  # imported as danlu.executors.supervise
-    from danlu.executors import logcap, procs
+    from danlu.executors import logcap, oom_kills, procs
 else:  # run as a script (python -I), or loaded by its path (the guards): no package
     procs = sibling("procs")
     logcap = sibling("logcap")
+    oom_kills = sibling("oom_kills")
 
 # The process helpers, split out to procs.py, under their names here too (their callers')
 proc_start_time = procs.proc_start_time
@@ -511,6 +514,7 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
     heartbeat = Heartbeat(run_dir / HEARTBEAT, heartbeat_seconds(spec), log_cap)
     heartbeat.beat()
     started = time.time()
+    kills = oom_kills.OomKills()  # of the cgroup the job inherits: counted from its start
     account: dict[str, Any] = spec.get("user") or {}
     workdir = spec.get("workdir")
     try:
@@ -575,6 +579,8 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
         "signal": -returncode if returncode < 0 else None,
         "finished_at": time.time(),
     }
+    if (killed := kills.since()) is not None:  # the evidence of an OOM kill (host_oom)
+        done["oom_kills"] = killed
     return _record_exit(run_dir, done, lambda: stops)
 
 

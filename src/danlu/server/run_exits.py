@@ -1,6 +1,7 @@
 """How the reconcile loop reads a run's exit and a job's stop: what an exit says
-(:func:`describe_exit`, and for an out-of-memory exit the memory the run had:
-:func:`memory_note`), whether it is an exit 75 danlu did not ask for
+(:func:`describe_exit`, and for an out-of-memory exit the memory the run had, or for one of
+the host's memory what to change: :func:`memory_note`), whether it is an exit 75 danlu did not
+ask for
 (:func:`unasked_75`), how a job whose cancellation was requested is stopped
 (:class:`StopKind`), and up to when an exited run's GPUs are charged (:func:`ran_until`)."""
 
@@ -56,7 +57,8 @@ def describe_exit(status: ExecStatus | None) -> tuple[bool, int | None, str]:
     if status.outcome is Outcome.CANNOT_FIT:
         return False, code, f"{CANNOT_FIT} ({how})"
     if status.outcome is Outcome.OOM:
-        return False, code, f"out of memory ({how})"
+        what = "out of host memory" if status.host_memory else "out of memory"
+        return False, code, f"{what} ({how})"
     if status.stop_reason is StopReason.CANCEL:
         return False, code, f"stopped ({how})"
     return False, code, f"failed ({how})"
@@ -90,9 +92,14 @@ def memory_note(status: ExecStatus | None, job: Job, allocation: AllocationRows)
     whole GPUs: a GPU type with more memory) and that no restart is spent; for another
     out-of-memory exit that a restart gets the same memory (a job's request is not grown
     behind its back: the memory it asked for is what its quota, its placement and its
-    neighbours on a shared GPU were sized by)."""
+    neighbours on a shared GPU were sized by). For an exit of the host's memory
+    (:attr:`~danlu.executors.ExecStatus.host_memory`: the kernel's OOM killer, Slurm's
+    ``OUT_OF_MEMORY``, Ray's memory monitor) no GPU memory, which was not what ran out:
+    :func:`host_memory_note`."""
     if status is None or status.outcome not in (Outcome.OOM, Outcome.CANNOT_FIT):
         return ""
+    if status.outcome is Outcome.OOM and status.host_memory:
+        return host_memory_note(job)
     had = memory_had(allocation, job.gpu_memory_per_gpu)
     if status.outcome is Outcome.OOM:
         return f"; it had {had[0]}, which a restart gets again" if had else ""
@@ -110,6 +117,28 @@ def memory_note(status: ExecStatus | None, job: Job, allocation: AllocationRows)
     else:
         fix = f"submit it again on GPUs with more memory (resources.gpu_type) {less}"
     return f"; it had {words}: {fix}; {NO_RESTART}"
+
+
+HOST_MEMORY_FIX = (
+    "make it use less host memory (fewer or lighter data-loader workers, smaller prefetch and "
+    "shuffle buffers) or run it where more is free"
+)
+"""What the reason of a run that ran out of the host's memory says to change."""
+
+
+def host_memory_note(job: Job) -> str:
+    """What the reason of a run that ran out of the host's memory adds: that its GPU memory
+    was not the cause (more of it, a larger ``resources.gpu_memory`` or whole GPUs, would
+    not help), the host memory its spec asks for (``resources.memory``) where it asks for
+    some, which no executor reserves or holds the job to (the scheduler places by GPUs),
+    and what to change (:data:`HOST_MEMORY_FIX`)."""
+    asked = jobs.job_spec(job).resources.memory
+    if not asked:
+        return f"; not GPU memory: {HOST_MEMORY_FIX}"
+    return (
+        f"; not GPU memory: it asked for {format_bytes(asked)} of host memory "
+        f"(resources.memory), which is not reserved for it: {HOST_MEMORY_FIX}"
+    )
 
 
 def memory_had(allocation: AllocationRows, gpu_memory: int | None) -> tuple[str, bool] | None:
