@@ -140,11 +140,13 @@ def test_sign_in_see_the_cluster_and_hold_release_cancel_jobs(live: Live, page: 
     waiting = page.locator(f'#jobs tr[data-job="{queued["id"]}"]')
     expect(waiting.locator("td.state")).to_have_text("PENDING")
     waiting.locator('button[data-action="hold"]').click()
-    expect(waiting.locator("td.state")).to_have_text("PENDING (held)")
+    expect(waiting.locator("td.why")).to_have_text("held by admin")
+    expect(waiting.locator("td.state")).to_have_text("PENDING")  # held is said once: the why
     with live.client() as c:
         assert c.get(f"/jobs/{queued['id']}").json()["held_at"] is not None
     waiting.locator('button[data-action="release"]').click()
-    expect(waiting.locator("td.state")).to_have_text("PENDING")
+    expect(waiting.locator('button[data-action="hold"]')).to_have_count(1)
+    expect(waiting.locator("td.why")).not_to_have_text("held by admin")
     running.locator('button[data-action="show"]').click()  # its events, why and log
     detail = page.locator("#detail")
     expect(detail).to_be_visible()
@@ -206,9 +208,9 @@ def test_sign_in_see_the_cluster_and_hold_release_cancel_jobs(live: Live, page: 
     page.select_option("#filter", "unfinished")
     row = page.locator(f'#sweeps tr[data-sweep="{sweep["id"]}"]')
     expect(row).to_contain_text("1 / 2")
-    expect(page.locator("#jobs tr", has_text="after").locator("td.state")).to_have_text(
-        "PENDING (waiting)"
-    )
+    after_row = page.locator("#jobs tr", has_text="after")
+    expect(after_row.locator("td.why")).to_contain_text(f"waiting for job {after['job']} (")
+    expect(after_row.locator("td.state")).to_have_text("PENDING")  # the why says it waits
     row.locator('button[data-action="cancel-sweep"]').click()
     expect(row.locator("td.state")).to_have_text("CANCELLED by admin")  # the state once
     page.click("#logout")

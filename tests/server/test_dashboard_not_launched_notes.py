@@ -74,15 +74,48 @@ def test_not_launched_wins_over_held_and_is_said_of_a_preempting_job(scripts: An
     assert _table_note(scripts, queued) == " (waiting)"
 
 
+def test_the_table_says_held_or_waiting_once(scripts: Any) -> None:
+    """A queued job's why is beside its state: held or waiting is not said twice (``PENDING
+    (held)`` beside ``held by alice``), but where the why says something else."""
+    queued = {"state": "PENDING", "launched": True, "held_at": None, "waiting_on": None}
+    held = queued | {"held_at": 150.0}
+    waiting = queued | {"waiting_on": "a1b2"}
+    assert _table_note(scripts, held | {"pending_reason": "held by alice"}) == ""
+    assert _table_note(scripts, held | {"pending_reason": "owner bob is disabled"}) == " (held)"
+    named = {"pending_reason": "waiting for sweep a1b2 (lr) to succeed"}
+    assert _table_note(scripts, waiting | named) == ""
+    assert _table_note(scripts, waiting | {"pending_reason": "owner bob is disabled"}) == (
+        " (waiting)"
+    )
+
+
 STATES = ("PENDING", "RUNNING", "PREEMPTING", "RESTARTING", "SUCCEEDED", "FAILED", "CANCELLED")
+DEPENDENCY = "0a1b2c3d4e60"
+"""The job a waiting job of :func:`_cases` waits for (its ``waiting_on``)."""
+REASONS = (
+    None,
+    "held by alice",
+    "held",
+    "helder",
+    f"waiting for job {DEPENDENCY} (prep) to succeed",
+    f"waiting for array {DEPENDENCY} (tasks) to succeed; memory estimate skipped",
+    "waiting for job 0a1b2c3d4e61 (other) to succeed",
+    "waiting for 1 GPU(s)",
+    "owner alice is disabled: not started until an admin enables them",
+)
+"""The ``pending_reason`` of the jobs of :func:`_cases`: the server's words for a held job,
+for one waiting for a dependency (this one or another), and for neither."""
 
 
 def _cases() -> list[dict[str, Any]]:
-    """Each state, launched true, false or not sent, held or not."""
+    """Each state, launched true, false or not sent, held or not, waiting for a dependency or
+    not, with each of :data:`REASONS`."""
     cases = []
-    for state, launched, held_at in product(STATES, (True, False, None), (None, 150.0)):
+    for state, launched, held_at, waiting_on, reason in product(
+        STATES, (True, False, None), (None, 150.0), (None, DEPENDENCY), REASONS
+    ):
         job: dict[str, Any] = {"id": "0a1b2c3d4e5f", "state": state, "held_at": held_at}
-        job["waiting_on"] = None
+        job |= {"waiting_on": waiting_on, "pending_reason": reason}
         if launched is not None:
             job["launched"] = launched
         cases.append(job)
@@ -99,14 +132,18 @@ def _ls_note(job: dict[str, Any]) -> str:
 
 def test_the_dashboard_and_ls_write_the_same_note(scripts: Any) -> None:
     """For each state a job has, launched or not (or from a server older than the field),
-    held or not, ``stateNote`` and :func:`danlu.cli.job_table.jobs_table`'s state cell write
-    the same note (the dashboard said ``RUNNING (held)`` of a held job whose run launched,
-    ``danlu ls`` plain ``RUNNING``). Jobs waiting for a dependency are left out: ``danlu ls``
-    says that in its why only."""
+    held or not, waiting for a dependency or not, with a why that says so or another,
+    ``stateNote`` and :func:`danlu.cli.job_table.jobs_table`'s state cell write the same
+    note (the dashboard said ``RUNNING (held)`` of a held job whose run launched, ``danlu
+    ls`` plain ``RUNNING``; the dashboard said ``PENDING (waiting)``, ``danlu ls`` plain
+    ``PENDING``)."""
     cases = _cases()
     notes: list[str] = scripts.evaluate("(jobs) => jobs.map((job) => stateNote(job))", cases)
-    shown = [(job["state"], job.get("launched"), job["held_at"]) for job in cases]
+    keys = ("state", "launched", "held_at", "waiting_on", "pending_reason")
+    shown = [tuple(job.get(key) for key in keys) for job in cases]
     assert dict(zip(shown, [_ls_note(job) for job in cases], strict=True)) == dict(
         zip(shown, notes, strict=True)
     )
-    assert " (held)" in notes and " (not launched)" in notes  # both notes are among the cases
+    # each note is among the cases, and none said twice: said, and left out where the why
+    # beside it says it already
+    assert {" (held)", " (not launched)", " (waiting)", ""} == set(notes)

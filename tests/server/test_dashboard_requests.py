@@ -71,9 +71,10 @@ def test_a_request_never_answered_is_an_error_and_the_page_refreshes_again(
 
 def test_the_jobs_note_names_a_command_that_lists_them_all(live: Live) -> None:
     """The note under a cut Jobs table named ``danlu jobs``, which does not exist."""
-    script = httpx.get(f"{live.url}/dashboard/app.js").text
+    script = httpx.get(f"{live.url}/dashboard/jobs.js").text  # the unfinished jobs' note
     assert "danlu jobs" not in script
-    assert "(danlu ls --all lists them all)" in script
+    assert '"danlu ls --all --state PENDING lists every pending one"' in script
+    assert '"danlu ls --all lists every job"' in script
 
 
 def test_an_action_s_error_stays_in_the_status_line_after_the_next_refresh(

@@ -151,3 +151,5 @@ def test_a_placed_job_not_launched_says_so_once(live: Live, page: Any) -> None:
     said.append("placed on localhost:0, launching")  # not said in the reason: the note is
     row.locator('button[data-action="show"]').click()
     expect(page.locator("#detail-why")).to_have_text(f"RUNNING (not launched): {said[-1]}")
+    # a refresh in flight when the page closes: its answer is gone, not an error of the test
+    page.unroute_all(behavior="ignoreErrors")

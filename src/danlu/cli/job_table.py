@@ -4,6 +4,7 @@ rules of its "where / why" column that ``danlu wait`` and the dashboard share
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -38,42 +39,72 @@ HELD = "held"
 """What follows the state of an unfinished job that is held (the API's ``held_at`` set:
 ``danlu hold``): a PENDING one is passed by until released, a RUNNING one is preempted by
 checkpoint in the next round. Not said of an ended job, which keeps its ``held_at``, nor
-where :data:`NOT_LAUNCHED` is; the dashboard's Jobs table (``jobs.js``'s ``stateNote``)
-says the same."""
+where :data:`NOT_LAUNCHED` is, nor where the job's why says it (:func:`state_note`); the
+dashboard's Jobs table (``jobs.js``'s ``stateNote``) says the same."""
+
+WAITING = "waiting"
+"""What follows the state of an unfinished job that waits for a job, sweep or job array it
+depends on (the API's ``waiting_on`` set): the scheduler passes it by until the condition
+holds. Not where :data:`NOT_LAUNCHED` or :data:`HELD` is, nor where the job's why names
+what it waits for (:func:`state_note`); the dashboard's Jobs table says the same."""
 
 HOLDING_STATES = ("RUNNING", "PREEMPTING")
 """The states of a job that holds GPUs: those whose run may be not launched."""
 
 UNFINISHED = ("PENDING", "RUNNING", "PREEMPTING", "RESTARTING")
-"""The states of a job not ended: those that :data:`HELD` is said of."""
+"""The states of a job not ended: those that :data:`HELD` and :data:`WAITING` are said of."""
+
+SAYS_HELD = re.compile(r"held(?![A-Za-z0-9_])")
+"""How the ``pending_reason`` of a held job begins when it says so (the server's ``held by
+alice``, or ``held`` where it does not know who): ``jobs.js``'s ``saysHeld``, one rule."""
 
 
-def state_text(
-    state: str, launched: bool = True, stacked: bool = False, held: bool = False
-) -> Text:
+def state_note(job: Mapping[str, Any]) -> str | None:
+    """What follows ``job``'s state (``RUNNING (not launched)``, ``PENDING (held)``,
+    ``PENDING (waiting)``), or None: the first of :data:`NOT_LAUNCHED`, :data:`HELD` and
+    :data:`WAITING` that holds, left out where the why beside the state says it already (a
+    PENDING job's ``pending_reason``, its "where / why" here and on the dashboard: ``held by
+    alice``, ``waiting for job 0a1b2c3d4e5f (prep) to succeed``), so the table says it once;
+    said where the why says something else (``owner alice is disabled (...): ...``). The
+    dashboard's Jobs table (``jobs.js``'s ``stateNote``) is the same rule."""
+    state = job.get("state")
+    if state in HOLDING_STATES and not run_launched(job):
+        return NOT_LAUNCHED
+    if state not in UNFINISHED:
+        return None
+    reason = job.get("pending_reason") if state == "PENDING" else None
+    why = reason if isinstance(reason, str) else ""
+    if job.get("held_at") is not None:
+        return None if SAYS_HELD.match(why) else HELD
+    waiting = job.get("waiting_on")
+    if not waiting:
+        return None
+    return None if names_dependency(why, str(waiting)) else WAITING
+
+
+def names_dependency(why: str, waiting_on: str) -> bool:
+    """Whether ``why`` names ``waiting_on`` as what the job waits for, as the server says it
+    (``waiting for job ID (NAME) to succeed``, ``... sweep ID ...``, ``... array ID ...``):
+    ``jobs.js``'s ``namesDependency``, one rule."""
+    words = why.split(" ")
+    return words[:2] == ["waiting", "for"] and words[3:4] == [waiting_on]
+
+
+def state_text(state: str, note: str | None = None, stacked: bool = False) -> Text:
     """A job state, coloured; a state no danlu sends (another version's, a bad reply's) is
-    shown with its control characters written as escapes, never acted on. A job holding
-    GPUs whose run is not ``launched`` reads ``RUNNING (not launched)`` or ``PREEMPTING (not
-    launched)`` (:data:`NOT_LAUNCHED`), else an unfinished ``held`` one ``RUNNING (held)``,
-    ``PENDING (held)`` (:data:`HELD`); ``stacked``, the note on a line under the state (a
-    narrow table's cell)."""
+    shown with its control characters written as escapes, never acted on. ``note``
+    (:func:`state_note`) follows it: ``RUNNING (not launched)``, or with ``stacked`` on a line
+    under the state (a narrow table's cell)."""
     text = Text(visible(state), style=STATE_STYLE.get(state, ""))
-    note = None
-    if state in HOLDING_STATES and not launched:
-        note = NOT_LAUNCHED
-    elif state in UNFINISHED and held:
-        note = HELD
     if note is not None:
         text.append(f"\n{note}" if stacked else f" ({note})", style=STATE_STYLE["PENDING"])
     return text
 
 
 def job_state_text(job: Mapping[str, Any], stacked: bool = False) -> Text:
-    """``job``'s state as :func:`state_text` shows it, with its notes: whether its run is
-    launched (:func:`run_launched`) and whether it is held (its ``held_at``), as the
-    dashboard's Jobs table writes them."""
-    held = job.get("held_at") is not None
-    return state_text(str(job.get("state", "")), run_launched(job), stacked, held)
+    """``job``'s state as :func:`state_text` shows it, with its note (:func:`state_note`), as
+    the dashboard's Jobs table writes it."""
+    return state_text(str(job.get("state", "")), state_note(job), stacked)
 
 
 def run_launched(job: Mapping[str, Any]) -> bool:
@@ -221,7 +252,8 @@ def _job_cells(job: dict[str, Any], now: float) -> dict[str, Text]:
 
 STACKED_STATE = "stacked state"
 """The key of a job's cells whose state is on two lines where it has a note (``RUNNING`` over
-``not launched`` or ``held``): the state column of a table that is too wide with it on one."""
+``not launched``, ``held`` or ``waiting``): the state column of a table that is too wide with
+it on one."""
 
 
 class JobsTable(FittedTable):

@@ -7,6 +7,8 @@
 const API = "/api/v1";
 const TOKEN_KEY = "danlu-token";
 const REQUEST_TIMEOUT_MS = 30000;  // the longest one API request may take
+const API_LIMIT = 1000;  // the most one list request returns
+const COUNT_HEADER = "X-Danlu-Count";  // a list's count=true: how many its filters match
 // how far the server's clock is ahead of this machine's (ms; behind: negative), read from the
 // Date header of its answers, so that the ages shown are the server's (a job submitted 10 s
 // ago is "10s" old, however wrong this machine's clock): 0 until an answer tells, and while
@@ -58,6 +60,18 @@ async function request(path, options, read) {
   } finally {
     clearTimeout(timeout);
   }
+}
+
+const stateQuery = (states) => states.map((s) => "state=" + s).join("&");
+
+async function counted(path) {
+  // a list's rows and how many rows its filters match, its pages together (path asks for
+  // count=true: the COUNT_HEADER), as {rows, count}
+  return request(path, undefined, async (response) => {
+    const rows = await response.json();
+    const count = Number(response.headers.get(COUNT_HEADER));
+    return { rows, count: Number.isInteger(count) ? Math.max(count, rows.length) : rows.length };
+  });
 }
 
 function saidWithField(error) {

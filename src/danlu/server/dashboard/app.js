@@ -8,9 +8,6 @@
 "use strict";
 
 const REFRESH_MS = 2000;
-const ACTIVE = ["RUNNING", "PREEMPTING", "RESTARTING"];  // on GPUs, or about to be again
-const SHOWN_JOBS = 200;  // rows of the Jobs table
-const API_LIMIT = 1000;  // the most one list request returns
 const USAGE_EVERY = 15;  // refreshes between two asks for /usage (a week of history): ~30 s
 const FEED_EVENTS = 30;
 // a token as the server makes it: dl_<prefix>_<secret>, of letters, digits, "_" and "-"
@@ -29,47 +26,22 @@ let refreshing = 0;  // the generation of the newest refresh while it is in flig
 let jobPages = [];
 let olderJobs = null;
 
-const stateQuery = (states) => states.map((s) => "state=" + s).join("&");
-const newestFirst = (a, b) => b.submitted_at - a.submitted_at;
-// the pending jobs nearest to a start, as near as the API tells: highest priority, then oldest
-const queueOrder = (a, b) => b.priority - a.priority || a.submitted_at - b.submitted_at;
-
 async function loadJobs(unfinished) {
   // the rows of the Jobs table, and a note when they are not all the jobs asked for
-  // (older: the cursor of the page after these rows, if any)
-  if (!unfinished) {
-    const before = jobPages.length ? jobPages[jobPages.length - 1] : null;
-    const cursor = before === null ? "" : "&before_id=" + encodeURIComponent(before);
-    const jobs = await api("/jobs?limit=" + (SHOWN_JOBS + 1) + cursor);
-    const shown = jobs.slice(0, SHOWN_JOBS);
-    const older = jobs.length > SHOWN_JOBS ? shown[shown.length - 1].id : null;
-    let note = older === null ? "" : "showing the newest " + SHOWN_JOBS + " jobs";
-    if (before !== null) {
-      note = "page " + (jobPages.length + 1) + ": the jobs submitted before job " + before +
-        (older === null ? " (the oldest)" : "");
-    }
-    return { jobs: shown, note, older };
+  // (older: the cursor of the page after these rows, if any): all jobs a page at a time, or
+  // the unfinished ones (loadUnfinished of jobs.js)
+  if (unfinished) return loadUnfinished();
+  const before = jobPages.length ? jobPages[jobPages.length - 1] : null;
+  const cursor = before === null ? "" : "&before_id=" + encodeURIComponent(before);
+  const jobs = await api("/jobs?limit=" + (SHOWN_JOBS + 1) + cursor);
+  const shown = jobs.slice(0, SHOWN_JOBS);
+  const older = jobs.length > SHOWN_JOBS ? shown[shown.length - 1].id : null;
+  let note = older === null ? "" : "showing the newest " + SHOWN_JOBS + " jobs";
+  if (before !== null) {
+    note = "page " + (jobPages.length + 1) + ": the jobs submitted before job " + before +
+      (older === null ? " (the oldest)" : "");
   }
-  // every job on GPUs is listed, however many pending ones were submitted after it
-  const [active, pending] = await Promise.all([
-    api("/jobs?" + stateQuery(ACTIVE) + "&limit=" + API_LIMIT),
-    api("/jobs?" + stateQuery(["PENDING"]) + "&limit=" + API_LIMIT),
-  ]);
-  const total = active.length + pending.length;
-  if (total <= SHOWN_JOBS) {
-    return { jobs: active.concat(pending).sort(newestFirst), note: "", older: null };
-  }
-  const room = Math.max(0, SHOWN_JOBS - active.length);
-  // the API lists newest first: reversed, a stable sort keeps the older of equal ones first
-  const first = new Set(pending.slice().reverse().sort(queueOrder).slice(0, room).map((j) => j.id));
-  const jobs = active.concat(pending.filter((job) => first.has(job.id))).sort(newestFirst);
-  const more = active.length === API_LIMIT || pending.length === API_LIMIT ? "more than " : "";
-  return {
-    jobs,
-    note: "showing " + jobs.length + " of " + more + total + " unfinished jobs: every running " +
-      "one, and the pending ones of highest priority, oldest first (danlu ls --all lists them all)",
-    older: null,
-  };
+  return { jobs: shown, note, older };
 }
 
 function showJobPages(unfinished) {

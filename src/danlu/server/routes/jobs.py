@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -55,6 +55,8 @@ router = APIRouter(prefix="/jobs", tags=["jobs"], dependencies=[Depends(single_v
 LOG_CHUNK = 1 << 20
 METRICS_CURSOR_HEADER = "X-Danlu-Metrics-Cursor"
 """The header of ``GET /jobs/{id}/metrics``: the ``after_id`` for the records after these."""
+COUNT_HEADER = "X-Danlu-Count"
+"""The header of ``GET /jobs?count=true``: how many jobs its filters match, its pages together."""
 METRICS_NEXT_HEADER = "X-Danlu-Metrics-Next"
 """The header of a page by step of ``GET /jobs/{id}/metrics``: the ``next`` of the page after
 it (:class:`~danlu.server.services.metrics.StepPosition`)."""
@@ -157,6 +159,7 @@ router.add_api_route(
 def list_jobs(
     user: Caller,
     state: State,
+    response: Response,
     states: Annotated[
         list[str] | None, Query(alias="state", description="a job state; repeat for several")
     ] = None,
@@ -167,25 +170,30 @@ def list_jobs(
     since: Annotated[float | None, Query(ge=0, allow_inf_nan=False)] = None,
     name: Annotated[str | None, Query(max_length=128)] = None,
     before_id: Annotated[str | None, Query(max_length=32)] = None,
+    order: Annotated[Literal["newest", "queue"], Query()] = "newest",
+    count: bool = False,
 ) -> list[dict[str, Any]]:
     """Jobs filtered by state(s), project and user, submitted at or after ``since`` (POSIX
     seconds), named like ``name`` (``*`` any characters, ``?`` one); non-admins see only
     their own. ``before_id`` (the last job of the page before): only the jobs submitted
     before it, so that jobs submitted meanwhile shift no page (``offset`` counts from the
-    newest job, which they change)."""
+    newest job, which they change). ``order=queue``: highest priority first, then oldest
+    first (no ``before_id``). ``count=true``: the ``X-Danlu-Count`` header is how many jobs
+    the filters match, on every page together."""
     with state.db.read_session() as session:
+        filters: dict[str, Any] = {
+            "viewer": user,
+            "states": states,
+            "project": project,
+            "user": owner,
+            "since": since,
+            "name": name,
+        }
         rows = jobs.list_jobs(
-            session,
-            viewer=user,
-            states=states,
-            project=project,
-            user=owner,
-            limit=limit,
-            offset=offset,
-            since=since,
-            name=name,
-            before_id=before_id,
+            session, limit=limit, offset=offset, before_id=before_id, order=order, **filters
         )
+        if count:
+            response.headers[COUNT_HEADER] = str(jobs.count_jobs(session, **filters))
         return jobs_out(session, rows)
 
 

@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -147,6 +147,15 @@ def locked_job(session: Session, job_id: str, viewer: User | None = None) -> Job
     return lock_row(session, Job, get_job(session, job_id, viewer).id)
 
 
+NEWEST = "newest"
+"""The order of a job listing by default: newest first (by submission)."""
+QUEUE = "queue"
+"""The order of a job listing nearest a start first: highest ``priority`` first, then in
+submission order (as the dashboard's unfinished jobs list the queue; the policy's own ranking
+may weigh more, such as fair shares)."""
+LIST_ORDERS = (NEWEST, QUEUE)
+
+
 def list_jobs(
     session: Session,
     *,
@@ -159,25 +168,69 @@ def list_jobs(
     since: float | None = None,
     name: str | None = None,
     before_id: str | None = None,
+    order: str = NEWEST,
 ) -> list[Job]:
-    """Jobs, newest first, filtered by state(s), project and user name, submitted at or
-    after ``since``, named like ``name`` (``*`` any characters, ``?`` one); a non-admin
-    ``viewer`` sees only their own jobs: naming another ``user`` is refused (it read as
-    that user having none), and naming a ``user`` or ``project`` that does not exist is a
-    :class:`~danlu.server.errors.NotFoundError` naming it (a typo read as "no jobs").
-    ``before_id``: only the jobs submitted before that one (a cursor: the last job of the
-    page before, whose next page a job submitted meanwhile does not shift, as it shifts one
-    read by ``offset``); a :class:`SpecError` naming it when the viewer has no job of that
-    full id."""
-    check_own_listing(viewer, user, "jobs")
-    check_listed_names(session, project, user)
+    """Jobs, newest first (``order`` :data:`QUEUE`: by priority, then oldest first),
+    filtered as :func:`listed_jobs` says. ``before_id``: only the jobs submitted before that
+    one (a cursor: the last job of the page before, whose next page a job submitted
+    meanwhile does not shift, as it shifts one read by ``offset``); a :class:`SpecError`
+    naming it when the viewer has no job of that full id, or in the queue's order (which is
+    not by submission: it pages by ``offset``)."""
+    query = listed_jobs(
+        session, viewer=viewer, states=states, project=project, user=user, since=since, name=name
+    )
     if not 1 <= limit <= MAX_LIMIT:
         raise SpecError("limit", f"must be between 1 and {MAX_LIMIT}")
     if offset < 0:
         raise SpecError("offset", "cannot be negative")
-    query = select(Job)
+    if order not in LIST_ORDERS:
+        raise SpecError("order", f"{order!r}: give {NEWEST} or {QUEUE}")
+    if before_id is not None and order == QUEUE:
+        raise SpecError(
+            "before_id", f"a cursor of the order {NEWEST}; order {QUEUE} pages by offset"
+        )
     if before_id is not None:
         query = query.where(Job.seq < _cursor_seq(session, before_id, viewer))
+    ordered = (Job.priority.desc(), Job.seq) if order == QUEUE else (Job.seq.desc(),)
+    return list(session.scalars(query.order_by(*ordered).limit(limit).offset(offset)))
+
+
+def count_jobs(
+    session: Session,
+    *,
+    viewer: User | None = None,
+    states: Iterable[JobState | str] | None = None,
+    project: str | None = None,
+    user: str | None = None,
+    since: float | None = None,
+    name: str | None = None,
+) -> int:
+    """How many jobs :func:`listed_jobs` holds: all the pages of a listing of those filters."""
+    query = listed_jobs(
+        session, viewer=viewer, states=states, project=project, user=user, since=since, name=name
+    )
+    return session.scalar(select(func.count()).select_from(query.subquery())) or 0
+
+
+def listed_jobs(
+    session: Session,
+    *,
+    viewer: User | None = None,
+    states: Iterable[JobState | str] | None = None,
+    project: str | None = None,
+    user: str | None = None,
+    since: float | None = None,
+    name: str | None = None,
+) -> Select[Job]:
+    """The jobs in state(s) ``states``, of ``project`` and of the user named ``user``,
+    submitted at or after ``since``, named like ``name`` (``*`` any characters, ``?`` one),
+    unordered; a non-admin ``viewer`` sees only their own jobs: naming another ``user`` is
+    refused (it read as that user having none), and naming a ``user`` or ``project`` that
+    does not exist is a :class:`~danlu.server.errors.NotFoundError` naming it (a typo read
+    as "no jobs")."""
+    check_own_listing(viewer, user, "jobs")
+    check_listed_names(session, project, user)
+    query = select(Job)
     if states is not None:
         query = query.where(Job.state.in_(state_values(states)))
     if project is not None:
@@ -190,7 +243,7 @@ def list_jobs(
         query = query.where(Job.name.like(name_pattern(name), escape="\\"))
     if viewer is not None and not viewer.is_admin:
         query = query.where(Job.user_id == viewer.id)
-    return list(session.scalars(query.order_by(Job.seq.desc()).limit(limit).offset(offset)))
+    return query
 
 
 def _cursor_seq(session: Session, job_id: str, viewer: User | None) -> int:
