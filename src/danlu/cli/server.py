@@ -89,7 +89,7 @@ PartitionOpt = Annotated[
 ]
 IntervalOpt = Annotated[
     float | None,
-    float_option("--interval", help="seconds between reconcile passes", example="2"),
+    float_option("--interval", help="seconds between reconcile passes (default 2)", example="2"),
 ]
 TakeOverOpt = Annotated[
     bool,

@@ -88,7 +88,7 @@ def sweep_ls(
     ] = None,
     limit: Annotated[
         int,
-        int_option("--limit", help=None, example="100", low=1, high=1000),
+        int_option("--limit", help="Newest N sweeps.", example="100", low=1, high=1000),
     ] = 100,
     json_out: JsonOpt = False,
     home: HomeOpt = None,

@@ -164,7 +164,7 @@ def webhook_deliveries(
     webhook: WebhookArg,
     limit: Annotated[
         int,
-        int_option("--limit", help=None, example="20", low=1, high=1000),
+        int_option("--limit", help="The newest N deliveries.", example="20", low=1, high=1000),
     ] = 20,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
