@@ -1,6 +1,7 @@
 """Suite-wide settings for running the tests in parallel with pytest-xdist.
 
-``scripts/test.sh`` runs the suite with ``-n auto --dist loadgroup``: pytest-xdist hands each
+``scripts/test.sh`` runs the suite with ``--dist loadgroup`` on one worker per CPU and one
+more (``DANLU_TEST_WORKERS`` says otherwise): pytest-xdist hands each
 ``xdist_group`` to one worker as a whole. Every module is its own group here, so its
 module-scoped fixtures (a server, a traced model, a simulated trace) are built once and its
 tests run in file order; modules that name a group themselves (the Ray and the Slurm clusters)
