@@ -222,6 +222,11 @@ class JobLaunch:
     """The precision the job trains in, its spec's ``training.precision`` (``fp32``,
     ``fp16`` or ``bf16``; stored as one of the three): ``DANLU_PRECISION``, ``danlu.train``'s
     default precision. None: the launch names none (the variable is not set)."""
+    gpu_context_bytes: int | None = None
+    """The CUDA context, in bytes, the control plane's memory estimate allowed for on the
+    GPU type of the job's memory-capped GPUs' nodes: ``DANLU_GPU_CONTEXT_BYTES``, which
+    ``danlu.train``'s memory cap leaves out of ``DANLU_GPU_MEMORY_LIMIT`` (instead of its
+    built-in GPU table's figure for the device). None: not told (the variable is not set)."""
 
     @property
     def per_gpu_batch(self) -> int | None:
@@ -247,7 +252,13 @@ class JobLaunch:
         if any("\0" in a for a in self.argv):
             raise InvalidLaunchError("argv", "an argument contains a NUL byte")
         # (a string or a float here raised TypeError at the comparison, or later)
-        for name in ("restart_count", "attempt", "batch_size", "micro_batch_limit"):
+        for name in (
+            "restart_count",
+            "attempt",
+            "batch_size",
+            "micro_batch_limit",
+            "gpu_context_bytes",
+        ):
             value = getattr(self, name)
             if value is None:
                 continue
@@ -260,6 +271,8 @@ class JobLaunch:
             raise InvalidLaunchError("attempt", "must be 0 or more")
         if self.batch_size is not None and self.batch_size <= 0:
             raise InvalidLaunchError("batch_size", "must be a positive integer")
+        if self.gpu_context_bytes is not None and self.gpu_context_bytes < 0:
+            raise InvalidLaunchError("gpu_context_bytes", "must be 0 or more bytes")
         grace = self.preempt_grace
         if grace is not None and not (
             isinstance(grace, int | float) and not isinstance(grace, bool) and 0 <= grace < inf
@@ -523,6 +536,7 @@ def set_job_env(env: dict[str, str], job: JobLaunch, api_url: str | None) -> Non
         "DANLU_BATCH_SIZE": job.per_gpu_batch,
         "DANLU_GLOBAL_BATCH_SIZE": job.batch_size,
         "DANLU_PRECISION": job.precision,
+        "DANLU_GPU_CONTEXT_BYTES": job.gpu_context_bytes,
     }
     for key, value in optional.items():
         if value is not None:

@@ -18,6 +18,7 @@ pass later.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -26,6 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from danlu.config import Settings
+from danlu.core.cluster import Cluster
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.spec import is_checkpoint_location
 from danlu.core.state import JobState
@@ -35,6 +37,7 @@ from danlu.executors import (
     ExecutorError,
     ExecutorUnavailableError,
     GpusBusyError,
+    GpuSlot,
     Handle,
     JobAlreadyRunningError,
     JobLaunch,
@@ -605,7 +608,8 @@ class LaunchStep:
         :class:`OSError` when that directory cannot be made or given to the account."""
         spec = jobs.job_spec(job)
         account = os_account(job.user.account) if self.settings.run_as == "user" else None
-        allocation = to_allocation(job.allocation, self.executor.inventory())
+        cluster = self.executor.inventory()
+        allocation = to_allocation(job.allocation, cluster)
         slots = JobLaunch.slots(allocation, shared_memory=bool(job.gpu_memory_per_gpu) or None)
         checkpoint = spec.checkpoint_dir
         if (
@@ -642,4 +646,27 @@ class LaunchStep:
             # the precision the memory estimate was made for; fp32, the spec's default
             # (a stored spec holds it whether or not the user named it), is danlu.train's
             precision=None if spec.training.precision == "fp32" else spec.training.precision,
+            gpu_context_bytes=planned_context_bytes(cluster, slots),
         )
+
+
+def planned_context_bytes(cluster: Cluster, slots: Sequence[GpuSlot]) -> int | None:
+    """The CUDA context, in bytes, that the memory estimate allows for on the GPUs of the
+    memory-capped ``slots`` (``DANLU_GPU_CONTEXT_BYTES``, :attr:`JobLaunch.gpu_context_bytes`):
+    their node's GPU type of ``cluster`` as the estimate plans it
+    (``danlu.server.routes.estimation``: :func:`~danlu.estimate.memory.gpus.gpu_for_memory` of
+    the type's name and memory, a type the GPU table lacks with the figure of a GPU of unknown
+    capability), which is not always the type the device's name reads as (a Slurm node's
+    ``DANLU_SLURM_GPU_TYPE``, a Ray node's accelerator type); the largest over several
+    nodes. None without a capped slot (no ``DANLU_GPU_MEMORY_LIMIT``), or on a type the table
+    lacks of unknown memory (no estimate plans it)."""
+    from danlu.estimate.memory.gpus import gpu_for_memory
+
+    figures: list[int] = []
+    for node in sorted({slot.node for slot in slots if slot.memory is not None}):
+        kind = cluster.nodes[node].gpu_type
+        try:
+            figures.append(gpu_for_memory(kind.name, kind.memory).context_bytes)
+        except DanluError:  # a type the table lacks, of unknown memory
+            continue
+    return max(figures, default=None)

@@ -199,7 +199,7 @@ def init(
     with contextlib.ExitStack() as undo:
         dist = Distributed.from_env(env, timeout_s=collective_timeout_s)
         undo.callback(dist.close)
-        apply_memory_limit(env.gpu_memory_limit, dist.device)
+        apply_memory_limit(env.gpu_memory_limit, dist.device, env.gpu_context_bytes)
         wrapped = dist.wrap(model, **(ddp_kwargs or {}))
         micro = micro_batch_size or env.batch_size
         if micro is None and memory_model is not None:  # BatchController caps it at the local batch

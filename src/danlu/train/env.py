@@ -14,6 +14,11 @@ anywhere; off the cluster every part of ``danlu.train`` falls back to a do-nothi
                            (the caching allocator is capped at it less the context:
                            :mod:`danlu.train.memory_cap`): a byte count or a size with a
                            unit, as a job spec's (``8GB``, ``8GiB``)
+``DANLU_GPU_CONTEXT_BYTES`` the CUDA context the control plane's memory estimate allowed for
+                           on the GPU type of this job's node, in bytes (a byte count or a
+                           size with a unit): the cap under ``DANLU_GPU_MEMORY_LIMIT`` leaves
+                           out at least that much, not the built-in GPU table's figure for the
+                           device (:mod:`danlu.train.memory_cap`); unset, the table's
 ``DANLU_BATCH_SIZE``       the scheduler's choice of the per-GPU micro-batch size; the global
                            batch stays what the script asks for, accumulation makes up the rest
 ``DANLU_GLOBAL_BATCH_SIZE`` the scheduler's choice of the global batch (a policy that co-adapts
@@ -134,6 +139,19 @@ def _bytes(environ: Mapping[str, str], name: str) -> int | None:
         return parse_bytes(raw, name)
     except SpecError as exc:
         raise ConfigError(f"environment variable {name}={raw!r}: {exc.message}") from None
+
+
+def _context_bytes(environ: Mapping[str, str]) -> int | None:
+    """``DANLU_GPU_CONTEXT_BYTES`` as a byte count (:func:`_bytes`), 0 or more; None when
+    unset or empty. A negative count is a :class:`ConfigError` naming the variable."""
+    value = _bytes(environ, "DANLU_GPU_CONTEXT_BYTES")
+    if value is not None and value < 0:
+        raise ConfigError(
+            f"environment variable DANLU_GPU_CONTEXT_BYTES={value} must be a byte count of 0 "
+            "or more (the CUDA context the control plane allowed for); unset it to use the "
+            "built-in GPU table's figure"
+        )
+    return value
 
 
 def _name(environ: Mapping[str, str], name: str) -> str | None:
@@ -276,6 +294,10 @@ class JobEnv:
     token: str | None = None
     checkpoint_dir: str | None = None
     gpu_memory_limit: int | None = None
+    gpu_context_bytes: int | None = None
+    """The CUDA context the control plane allowed for on this job's GPU type
+    (``DANLU_GPU_CONTEXT_BYTES``); None: not told (a job run outside danlu, or by a control
+    plane that does not tell it), the built-in GPU table's figure then."""
     batch_size: int | None = None
     global_batch_size: int | None = None
     restart_count: int = 0
@@ -311,7 +333,8 @@ class JobEnv:
         / ``LOCAL_RANK`` outside them (``LOCAL_RANK`` negative, when ``LOCAL_WORLD_SIZE`` is
         unset); a ``MASTER_PORT`` outside 1-65535; a negative restart
         count, ``DANLU_TRIAL`` or ``DANLU_ARRAY_INDEX``; a ``DANLU_GPU_MEMORY_LIMIT`` that is
-        not a positive byte size; a ``DANLU_API_URL`` that is not an ``http(s)://`` URL with
+        not a positive byte size, or a ``DANLU_GPU_CONTEXT_BYTES`` that is not one of 0 or
+        more; a ``DANLU_API_URL`` that is not an ``http(s)://`` URL with
         a host, or that holds a query, a fragment, a user name or a password; a
         ``DANLU_API_URL``, ``DANLU_JOB_ID``, ``DANLU_CHECKPOINT_DIR`` or
         ``DANLU_METRICS_FILE`` (or another name: ``DANLU_SWEEP_ID``, ``MASTER_ADDR``,
@@ -361,6 +384,7 @@ class JobEnv:
             token=_token(env),
             checkpoint_dir=_name(env, "DANLU_CHECKPOINT_DIR"),
             gpu_memory_limit=limit,
+            gpu_context_bytes=_context_bytes(env),
             batch_size=batch,
             global_batch_size=global_batch,
             restart_count=_at_least(env, "DANLU_RESTART_COUNT", 0, 0) or 0,

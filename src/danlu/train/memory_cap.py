@@ -22,7 +22,16 @@ it (:func:`memory_cap`, the arithmetic; :func:`apply_memory_limit`, the measurin
   GPU table's ``context_bytes``: :func:`danlu.estimate.memory.predict.auto_gpu_memory`): CUDA
   loads kernels lazily, so the context grows after the cap is set (cuBLAS on the first matrix
   product); the allowance, measured once the first kernels ran, covers that growth, and the
-  allocator gets exactly the reserved peak the estimate charged for.
+  allocator gets exactly the reserved peak the estimate charged for. The allowance is the
+  figure the control plane tells the job (``DANLU_GPU_CONTEXT_BYTES``: the one its estimate
+  used for the GPU type of the job's node, as the node's inventory names it, which the
+  operator may have set: ``DANLU_SLURM_GPU_TYPE`` for a Slurm Gres type danlu does not
+  know, a Ray node's accelerator type), else (a job run outside danlu, or by a control
+  plane that does not tell it) the built-in GPU table's for the type read from the device's
+  name (:func:`context_allowance`). The two differ where the node's type is not the one the
+  device's name reads as: an L40S node listed as an ``L4`` was planned with 300 MiB and the
+  device's name gives 768 MiB (the allocator got 468 MiB less than the peak it was charged
+  for), a ``generic`` node of A100s the reverse.
 
 A charge no larger than that is refused (:class:`ContextOutOfMemoryError`): nothing would be left
 for the model.
@@ -66,6 +75,9 @@ class OutsideAllocator:
     """The context the control plane's memory estimate allows for this GPU type."""
     gpu: str
     """The GPU table's name of the type (``h100``), or the device's own name."""
+    planned: bool = False
+    """:attr:`allowance` is the control plane's own figure (``DANLU_GPU_CONTEXT_BYTES``),
+    not the built-in GPU table's for :attr:`gpu`."""
 
     @property
     def bytes(self) -> int:
@@ -79,10 +91,18 @@ class OutsideAllocator:
             if self.measured is not None
             else f"not measured: {self.how}"
         )
-        return (
-            f"the CUDA context: {measured}; {format_bytes(self.allowance)} allowed for "
-            f"the GPU type {self.gpu} by the control plane's memory estimate"
-        )
+        if self.planned:
+            allowed = (
+                f"{format_bytes(self.allowance)} allowed for this node's GPU type by the "
+                "control plane's memory estimate (DANLU_GPU_CONTEXT_BYTES; the device is "
+                f"{self.gpu})"
+            )
+        else:
+            allowed = (
+                f"{format_bytes(self.allowance)} allowed for the GPU type {self.gpu} by the "
+                "control plane's memory estimate"
+            )
+        return f"the CUDA context: {measured}; {allowed}"
 
 
 @dataclass(frozen=True)
@@ -211,10 +231,14 @@ def _index(device: torch.device) -> int:
     return device.index if device.index is not None else torch.cuda.current_device()
 
 
-def apply_memory_limit(limit_bytes: int | None, device: torch.device) -> MemoryCap | None:
+def apply_memory_limit(
+    limit_bytes: int | None, device: torch.device, context_bytes: int | None = None
+) -> MemoryCap | None:
     """Cap this process's caching allocator on ``device`` so that the process stays within
     ``limit_bytes`` (``DANLU_GPU_MEMORY_LIMIT``), what it holds outside the allocator
     included (the module docstring says how that is counted), and log the cap.
+    ``context_bytes`` is the control plane's allowance for the context
+    (``DANLU_GPU_CONTEXT_BYTES``); None: the built-in GPU table's (:func:`context_allowance`).
 
     Initialises CUDA on ``device``. Returns the cap, or None on CPU or without a limit.
     Raises :class:`ContextOutOfMemoryError` when the limit leaves nothing for the
@@ -226,9 +250,12 @@ def apply_memory_limit(limit_bytes: int | None, device: torch.device) -> MemoryC
     before = None if initialised else _nvml_device_used(device.index or 0)
     _, total = torch.cuda.mem_get_info(device)  # makes the CUDA context: what it holds counts
     props = torch.cuda.get_device_properties(device)
-    allowance, gpu = context_allowance(str(props.name), int(props.total_memory))
+    if context_bytes is not None:  # the figure the control plane planned the job with
+        allowance, gpu = context_bytes, str(props.name)
+    else:
+        allowance, gpu = context_allowance(str(props.name), int(props.total_memory))
     measured, how = measured_outside(device, before)
-    outside = OutsideAllocator(measured, how, allowance, gpu)
+    outside = OutsideAllocator(measured, how, allowance, gpu, context_bytes is not None)
     cap = memory_cap(limit_bytes, int(total), outside.bytes, outside.describe())
     torch.cuda.set_per_process_memory_fraction(cap.fraction, device)
     log.info(
