@@ -1,5 +1,5 @@
 """A lower bound on the average JCT any scheduler can reach on the Pollux workloads in danlu's
-simulator, next to issue 6's target (0.8 x Pollux's published average). Prints figures;
+simulator, next to the JCT target (0.8 x Pollux's published average). Prints figures;
 asserts nothing.
 
 Each job is bounded as if it had the whole 16 x 4 cluster to itself from its submission and

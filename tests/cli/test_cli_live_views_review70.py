@@ -1,4 +1,4 @@
-"""Review 70 of the CLI's live views: ``danlu top`` fits its frame to the terminal's height
+"""The CLI's live views: ``danlu top`` fits its frame to the terminal's height
 (the pending jobs were never on screen), tables never crop a narrow terminal's text (they
 fall back to a record per line), the followers (``events -f``, ``top``, ``drain --wait``)
 ride out a control-plane restart, a fractional GPU shows as its fraction, jobs of equal

@@ -1,4 +1,4 @@
-"""Review 70: ``danlu metrics -f`` reads new records by cursor, and the API now says of each
+"""``danlu metrics -f`` reads new records by cursor, and the API now says of each
 the ``attempt`` that reported it and whether it is ``superseded`` (a later attempt went back
 over its step). Those are not metrics: without ``--superseded`` they are not shown as
 columns; with it each line says them. ``superseded`` changes when a restarted run reports

@@ -1,4 +1,4 @@
-"""Review 64: ``danlu show`` (and the one-line answers of ``submit``, ``cancel``, ``update``,
+"""``danlu show`` (and the one-line answers of ``submit``, ``cancel``, ``update``,
 ``hold`` and ``release``) print a job's id, name, project, user, reason, allocation node and
 events as text, not as Rich markup: ``[/x]`` is shown as it is instead of crashing, and
 ``[bold]y`` keeps its brackets. Against the in-memory API of ``cli_fake_api``."""

@@ -1,4 +1,4 @@
-"""Review 64: ``danlu submit`` refuses a spec file with a key written twice (the later value
+"""``danlu submit`` refuses a spec file with a key written twice (the later value
 replaced the earlier one: ``resources`` given twice lost its GPUs); ``--set env.NAME=~``
 (or ``null``) is that string, as every environment value is; ``--set name=2024`` is the
 name '2024' (text fields take the text); ``--array`` or a spec's ``array`` with thousands

@@ -1,4 +1,4 @@
-"""Review 65: ``danlu submit`` refuses, locally and naming the file, a spec the control plane
+"""``danlu submit`` refuses, locally and naming the file, a spec the control plane
 would refuse: ``gpus: 0`` (the server said "ask for 1 GPU or more" without the file), a
 ``gpu_memory`` without a unit (24 bytes ran), a number in ``command``; and ``--array`` with
 an env that sets ``DANLU_ARRAY_INDEX`` names ``env.DANLU_ARRAY_INDEX`` and the job array (it

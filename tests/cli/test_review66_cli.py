@@ -1,4 +1,4 @@
-"""Review 66 of the CLI's attached commands: a job's bytes pass through ``danlu run`` and
+"""The CLI's attached commands: a job's bytes pass through ``danlu run`` and
 ``danlu logs`` unchanged; ``danlu run`` from a removed directory is an error line; a signal
 while the submission is on its way cancels the job once it is known (a second one leaves,
 naming it); followers (``logs -f``, ``wait``, ``run``) wait out a control-plane restart."""

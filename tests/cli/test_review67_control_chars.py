@@ -1,4 +1,4 @@
-"""Review 67: ``danlu user tokens`` and ``danlu metrics`` printed a token's label and a metric's
+"""``danlu user tokens`` and ``danlu metrics`` printed a token's label and a metric's
 name as stored, control characters and all: a user's ESC sequence recoloured (or cleared) the
 admin's terminal and a line break split the table, spoofing rows. The server refuses such
 names now, but rows stored before stay: the tables write their control characters as escapes

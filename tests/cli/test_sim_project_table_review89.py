@@ -1,4 +1,4 @@
-"""Review 89: ``sim run``'s "by project" table showed only finished jobs; a project whose
+"""``sim run``'s "by project" table showed only finished jobs; a project whose
 jobs were all rejected was left out, one with some read as one with fewer jobs. It shows
 the unfinished and rejected counts when there are any (the same columns as before when
 there are none)."""

@@ -79,7 +79,7 @@ def test_a_huge_poll_still_ends_at_the_timeout() -> None:
     [
         (math.inf, None, "poll"),
         (math.nan, None, "poll"),
-        (-1.0, None, "poll"),  # 0 is taken as MIN_POLL (review 86)
+        (-1.0, None, "poll"),  # 0 is taken as MIN_POLL
         (1.0, math.nan, "timeout"),
     ],
 )

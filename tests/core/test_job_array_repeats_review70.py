@@ -1,4 +1,4 @@
-"""Review 70: ``--array`` refuses an index listed twice, as the API does, instead of merging
+"""``--array`` refuses an index listed twice, as the API does, instead of merging
 the repeats (``3,1,2,3``), and counts an array's size by its tasks, not by what it lists
 (``0-999,0`` was refused as more than 1,000 tasks)."""
 

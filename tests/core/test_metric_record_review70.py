@@ -1,4 +1,4 @@
-"""Review 70: an integer of more digits than Python converts to or from text (4,300 by
+"""An integer of more digits than Python converts to or from text (4,300 by
 default, ``sys.get_int_max_str_digits``) in a metric record. The API's JSON parser tripped on
 it (a 400 instead of the 422 naming the field), and the checks quoted the value it refused
 (``repr`` of such an integer raises ``ValueError``, not the :class:`RecordError` the reporter

@@ -1,4 +1,4 @@
-"""Review 64: reading a job spec file. A key written twice is refused (naming it), as the
+"""Reading a job spec file. A key written twice is refused (naming it), as the
 later value silently replaced the earlier one; a ``.json`` spec may start with a UTF-8 BOM;
 ``training.expected_duration`` takes a duration as ``time_limit`` does; a job array's range
 or a number with thousands of digits is a field error, not a traceback; a text field that

@@ -1,4 +1,4 @@
-"""Review 64, sweep specs: a job array's indices are those the CLI takes (unique, within
+"""Sweep specs: a job array's indices are those the CLI takes (unique, within
 0..MAX_ARRAY_INDEX) and it has no metric; a parameter value no trial's environment can hold
 is refused at submission, naming the parameter, not when the search reaches it."""
 

@@ -1,4 +1,4 @@
-"""Review 65: job spec errors. A number, boolean or date YAML read in ``command``, an ``env``
+"""Job spec errors. A number, boolean or date YAML read in ``command``, an ``env``
 value or a ``resources.gpu_type`` item says to quote it, naming the item (pydantic said only
 that a string was expected); a bare ``gpu_memory`` or ``memory`` below 1 MiB (bytes, as a
 number without a unit is) or a fraction of a byte is refused saying to give a unit; a GPU

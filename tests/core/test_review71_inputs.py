@@ -1,4 +1,4 @@
-"""Inputs that reached a raw Python exception or were silently misread (review 71): an
+"""Inputs that reached a raw Python exception or were silently misread: an
 ``array`` that is not text, durations Python's ``float()`` reads too generously or that
 repeat a unit, YAML's ``!!binary`` and ``!!set`` past the store's checks, a state given by
 its name, huge or non-finite values shown, empty project and user names, and a grid that

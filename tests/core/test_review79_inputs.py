@@ -1,4 +1,4 @@
-"""Review 79, core inputs: ``--since``/``--at`` text that is neither a duration nor a time
+"""Core inputs: ``--since``/``--at`` text that is neither a duration nor a time
 says why it is no duration when it was meant as one (``1d1d`` spoke of dates only), a
 ``tpe`` sweep refuses a value its ``values`` list repeats (as a grid does).
 

@@ -1,4 +1,4 @@
-"""Review 68, the job spec: YAML numbers read as YAML 1.2's core schema reads them (no
+"""The job spec: YAML numbers read as YAML 1.2's core schema reads them (no
 sexagesimal ``1:00:00:00``, no octal ``010``: the same text means the same quoted or not, in
 a file or in ``--set``), a second ``<<`` merge key in one mapping refused as any key written
 twice, and a global batch outside ``min_batch_size..max_batch_size`` refused at submission."""

@@ -1,4 +1,4 @@
-"""Review 68: a sweep spec's integers kept exact, and its seed's range.
+"""A sweep spec's integers kept exact, and its seed's range.
 
 1. An ``int`` distribution's ``low`` and ``high`` went through float: 2**53 + 1 became 2**53,
    so ``low: 9007199254740993, high: 9007199254740992`` (low above high) was accepted, and

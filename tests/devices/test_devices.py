@@ -174,7 +174,7 @@ def test_fake_inventory_errors_name_the_flag(bad: str) -> None:
     with pytest.raises(ConfigError, match="--fake-gpus") as err:
         fake_inventory(bad)
     assert "e.g. --fake-gpus 4x80GiB" in str(err.value)
-    assert str(err.value).count("H100-NVL") <= 1  # the types are listed once (review 72)
+    assert str(err.value).count("H100-NVL") <= 1  # the types are listed once
 
 
 def test_fake_gpus_read_a_type_alias_as_the_type_and_refuse_sizes_without_a_unit() -> None:

@@ -1,4 +1,4 @@
-"""Review 68 of ``danlu estimate``: a factory that moves or casts its model (``.to("cpu")``,
+"""``danlu estimate``: a factory that moves or casts its model (``.to("cpu")``,
 ``.float()``, ``.half()``, ``.to(torch.bfloat16)``) could not be traced: under
 ``FakeTensorMode`` ``Module._apply`` swaps each fake parameter with ``swap_tensors``, which
 refuses a tensor the fake mode's memo holds a weakref to ("_apply(): Couldn't swap

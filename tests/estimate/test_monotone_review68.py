@@ -1,4 +1,4 @@
-"""Review 68 of ``danlu estimate``: the fitted M(b) was not monotone in the batch size (the
+"""``danlu estimate``: the fitted M(b) was not monotone in the batch size (the
 allocator replay of gpt2_tiny gave reserved peaks of 100, 98, 100, 98 MiB at b = 8..11), so
 ``--max-batch`` (a bisection that assumed M non-decreasing) printed a "largest safe batch"
 of 12 above batches the same ``--sweep`` marked OOM (7, 8, 10); the server takes that answer

@@ -1,4 +1,4 @@
-"""Input validation of the estimate entry points (review 64): every bad batch size or count
+"""Input validation of the estimate entry points: every bad batch size or count
 is a :class:`SpecError` naming the caller's argument, never a NaN result, a NumPy error or a
 silently rounded cap.
 

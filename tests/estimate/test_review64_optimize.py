@@ -1,4 +1,4 @@
-"""Review 64: the optimisers of ``danlu.estimate.optimize`` (and ``optimize_goodput``, which
+"""The optimisers of ``danlu.estimate.optimize`` (and ``optimize_goodput``, which
 shares their memory cap) refuse a bad count or byte limit with a :class:`SpecError` naming
 the argument, before any work: never a NumPy error, a silent batch of 1 or an overflow.
 

@@ -1,4 +1,4 @@
-"""Review 66 of ``danlu estimate``: the ``--batch-size`` trace in the fit, ``--gpu-memory``
+"""``danlu estimate``: the ``--batch-size`` trace in the fit, ``--gpu-memory``
 above the GPU, models without trainable parameters, relative model references."""
 
 from __future__ import annotations

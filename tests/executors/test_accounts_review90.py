@@ -1,5 +1,5 @@
 """An OS account in the root group or a group whose members can make themselves root
-(docker, disk, ...) is refused as a job's account (review 90): ``os_account`` refused only
+(docker, disk, ...) is refused as a job's account: ``os_account`` refused only
 uid 0, so a job run as such an account (DANLU_RUN_AS=user) could take the host's root."""
 
 from __future__ import annotations

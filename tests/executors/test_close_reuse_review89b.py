@@ -1,6 +1,6 @@
 """An executor closed at the end of one app lifespan is used again in the next (a TestClient
 entered twice, an embedding app restarting its lifespan): after ``close()`` each executor
-still submits, polls, stops and reports its inventory (review 89b)."""
+still submits, polls, stops and reports its inventory."""
 
 from __future__ import annotations
 

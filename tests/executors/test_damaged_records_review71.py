@@ -1,5 +1,5 @@
 """Damaged or hand-edited run records, and odd input, reach no raw Python exception and
-make the executors touch no file but the run's own (review 71):
+make the executors touch no file but the run's own:
 
 - a ``devices`` map without one of a launch's GPUs raised ``KeyError`` out of ``submit``;
 - ``logs()``, the exit's classification and the Ray executor's appends followed the launch

@@ -1,5 +1,5 @@
 """The local executor's kill of a lost run's process group (``_kill_group``): no signal to a
-group id nothing of the job holds any more (review 89b)."""
+group id nothing of the job holds any more."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The local executor reads a job's log, all its runs, also once a later launch of the job
-failed and took the record of the run before (review 67): the control plane asks through the
+failed and took the record of the run before: the control plane asks through the
 job's current attempt, which never ran, and got no bytes while the output was on disk."""
 
 from __future__ import annotations

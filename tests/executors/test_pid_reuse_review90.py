@@ -1,5 +1,5 @@
 """A process that a /proc scan saw below a guard or supervisor and that exited before its
-signal is not signalled through its pid once another process has it (review 90): the
+signal is not signalled through its pid once another process has it: the
 descendant scans of ``orphan_guard``, the supervisor and the Ray actor, and the local
 executor's ``kill_marked``, sent ``kill(pid)`` to whatever process had the pid by then (an
 unrelated one, another run's, the control plane's). Each process is now signalled through a

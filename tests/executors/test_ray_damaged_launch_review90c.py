@@ -1,5 +1,5 @@
 """A Ray run whose launch record is missing or damaged while its actors are alive is not
-deleted by the next launch of its job nor by a discard (review 90c): its directory was
+deleted by the next launch of its job nor by a discard: its directory was
 removed, and the new attempt's actors (named apart) started next to the old ones, which ran
 on unseen on the job's GPUs. The actors are found by their names
 (``danlu.JOB_ID.ATTEMPT.RANK``)."""

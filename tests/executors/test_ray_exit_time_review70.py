@@ -1,4 +1,4 @@
-"""Review 70: a Ray run that exits while nobody polls it (the control plane down) ended when
+"""A Ray run that exits while nobody polls it (the control plane down) ended when
 its last node's command exited, as its actors stamped it, not when the executor next looked:
 its run time and GPU-hours are billed up to its exit."""
 

@@ -1,4 +1,4 @@
-"""Review 70: the Ray executor joining an address where something takes TCP connections but no
+"""The Ray executor joining an address where something takes TCP connections but no
 Ray GCS answers (another service on that port, or a head whose GCS hangs) fails in seconds,
 with the address and the fix, instead of blocking in ``ray.init`` for many minutes (Ray
 retries joining, and the control plane's API is not up meanwhile). No Ray cluster is needed:

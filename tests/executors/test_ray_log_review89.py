@@ -1,4 +1,4 @@
-"""Review 89: a Ray run's output that cannot be appended to the job's log now (a full disk)
+"""A Ray run's output that cannot be appended to the job's log now (a full disk)
 fails neither the poll nor the output: it is appended once the log can be written."""
 
 from __future__ import annotations

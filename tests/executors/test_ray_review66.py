@@ -1,4 +1,4 @@
-"""The Ray executor against a real Ray cluster (review 66): a node that leaves while a launch
+"""The Ray executor against a real Ray cluster: a node that leaves while a launch
 onto it is made ends the run as lost with its node (Ray's ``ActorUnschedulableError``), and the
 control plane's process outlives the Ray head's GCS (it joins the cluster as a Ray driver,
 which Ray would abort once the GCS has been unreachable for its reconnect timeout).

@@ -1,6 +1,6 @@
 """A Slurm run whose launch record is missing or damaged (its job rewrote it: the record is
 on a filesystem the nodes share) while its Slurm job still runs is not deleted by the next
-launch of its job nor by a discard (review 90c): its directory was removed, the Slurm job ran
+launch of its job nor by a discard: its directory was removed, the Slurm job ran
 on unseen on the job's GPUs next to the relaunch, its tasks writing their exits into the new
 run's directory. The Slurm job is found by its name (``danlu.JOB_ID.ATTEMPT``)."""
 

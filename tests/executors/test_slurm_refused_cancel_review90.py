@@ -1,5 +1,5 @@
 """A ``scancel`` that Slurm refuses (permission denied; not an unreachable controller) no
-longer fails every poll of the run with :class:`ExecutorError` (review 90): the run reads as
+longer fails every poll of the run with :class:`ExecutorError`: the run reads as
 running, its message says Slurm refused to stop it, and the stop is asked again at the next
 poll; an unreachable controller is still raised as before."""
 

@@ -1,4 +1,4 @@
-"""The Slurm task's environment on its node (review 89b): the node's own Slurm variables win
+"""The Slurm task's environment on its node: the node's own Slurm variables win
 over those the task file carries. A control plane run inside a Slurm job has its node's
 ``SLURMD_NODENAME`` in its environment, the jobs' base environment, which the executor keeps
 (it drops ``SLURM_*`` only): every node of every run took itself for that node."""

@@ -1,4 +1,4 @@
-"""Review 89: the Slurm task's exit record is written through no link the job planted."""
+"""The Slurm task's exit record is written through no link the job planted."""
 
 from __future__ import annotations
 

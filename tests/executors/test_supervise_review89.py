@@ -1,4 +1,4 @@
-"""Review 89: the supervisor signals the job's process group by its id only while that id is
+"""The supervisor signals the job's process group by its id only while that id is
 still the job's: before the job's process (the group's leader) is reaped."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Review 89: capacity on GPUs closed to new work (a failed or cordoned node) is capacity no
+"""Capacity on GPUs closed to new work (a failed or cordoned node) is capacity no
 job can be given.
 
 - ``fair-share`` with ``reclaim`` split the whole cluster, closed GPUs included, into the

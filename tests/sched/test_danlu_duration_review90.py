@@ -1,4 +1,4 @@
-"""Review 90: ``danlu`` reads an infinite ``expected_duration`` (which :class:`JobRequest`
+"""``danlu`` reads an infinite ``expected_duration`` (which :class:`JobRequest`
 accepts, "0 or more") as unknown, as it reads None. Priced at infinite seconds, no option of
 such a job beat leaving it waiting: it waited for ever on an idle cluster ("shorter-ranked
 jobs hold the GPUs"), and past the starvation rule's wait too."""

@@ -1,4 +1,4 @@
-"""Review 69: a ``gpu_fraction`` share that names no ``gpu_memory`` gets memory in proportion
+"""A ``gpu_fraction`` share that names no ``gpu_memory`` gets memory in proportion
 to its compute share (floor of ``milli * capacity / 1000``), so it is capped like any share.
 
 It used to take all the memory its GPU had left: the first such share on a GPU got all of

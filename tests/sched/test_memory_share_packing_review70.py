@@ -1,4 +1,4 @@
-"""Review 70: shares sized by memory pack a GPU whenever their memory fits.
+"""Shares sized by memory pack a GPU whenever their memory fits.
 
 A share that names only ``gpu_memory`` takes the GPU's compute in proportion to its memory.
 That part used to be rounded UP to a milli-GPU: three shares of 8 GiB on a 24 GiB GPU took

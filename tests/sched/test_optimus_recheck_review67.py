@@ -1,4 +1,4 @@
-"""Review 67: ``optimus``'s ``recheck_at``. Its plan reads the clock only through the work
+"""``optimus``'s ``recheck_at``. Its plan reads the clock only through the work
 estimate of a running job it has measured (the goodput it trained at, times the time since
 the last round): with none such, and no marks left for the next round, only a change of
 jobs can change the plan (``recheck_at`` infinite); otherwise the next tick's round is due

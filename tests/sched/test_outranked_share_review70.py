@@ -1,4 +1,4 @@
-"""Review 70: a share waiting below higher-ranked jobs says the part of a GPU it needs
+"""A share waiting below higher-ranked jobs says the part of a GPU it needs
 (``0.5 GPU``), not a count rounded down to ``0 GPUs``."""
 
 from __future__ import annotations

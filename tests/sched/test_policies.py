@@ -137,7 +137,7 @@ def test_priority_aging_lets_an_old_job_pass_a_new_one() -> None:
     assert started(plan) == ["old"]
     plan = PriorityPolicy(aging_per_hour=0.0, preempt=False).schedule(seen)
     assert started(plan) == ["new"]
-    # with preemption "new" would preempt "old" the next round: it starts at once (review 69)
+    # with preemption "new" would preempt "old" the next round: it starts at once
     assert started(PriorityPolicy(aging_per_hour=1.0).schedule(seen)) == ["new"]
 
 

@@ -1,6 +1,6 @@
 """``priority`` with aging never starts a job that its own preemption pass would stop at once.
 
-Session 69's review: a low-priority job that had waited long enough ranked ahead of a slightly
+The case: a low-priority job that had waited long enough ranked ahead of a slightly
 higher one in the (aged) queue; the queue pass started it, the next round's preemption pass
 (base priorities only) preempted it for the higher one, the control plane deferred that start
 while the victim drained, and once the victim was back in the queue the queue pass started

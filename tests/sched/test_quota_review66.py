@@ -1,4 +1,4 @@
-"""Review 66: a quota limits its holder's total, not each job's size.
+"""A quota limits its holder's total, not each job's size.
 
 A quota the cluster cannot pass changes nothing (the same plans as no quota), and under a
 binding quota the policy may still move GPUs between the holder's jobs: the shrinks and

@@ -1,4 +1,4 @@
-"""Review 89: with ``reserve`` (EASY backfill) a job that could never be placed (more GPUs
+"""With ``reserve`` (EASY backfill) a job that could never be placed (more GPUs
 than the open cluster has, a GPU type or memory size none has) held the round's one
 reservation: finding no room for it, the round backfilled greedily, and the wide job behind
 it, which could start once the running jobs end, waited behind every small job for ever.

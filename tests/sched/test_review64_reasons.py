@@ -1,4 +1,4 @@
-"""Review 64: a job asking for no GPU is told so (not that the free GPUs are fragmented) by
+"""A job asking for no GPU is told so (not that the free GPUs are fragmented) by
 the queue and ranked policies, and under strict order it does not block the jobs behind it:
 it can never start (the placer places nothing for a count of 0)."""
 

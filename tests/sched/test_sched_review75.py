@@ -1,4 +1,4 @@
-"""Review 75 of danlu.sched: odd but valid inputs to the quota layer, the policies and their
+"""danlu.sched: odd but valid inputs to the quota layer, the policies and their
 options."""
 
 from __future__ import annotations

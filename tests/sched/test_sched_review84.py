@@ -1,4 +1,4 @@
-"""Review 84 of danlu.sched: closed indices of a view, fair-share reclaim past a project's
+"""danlu.sched: closed indices of a view, fair-share reclaim past a project's
 first waiting job."""
 
 from __future__ import annotations

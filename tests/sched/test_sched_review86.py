@@ -1,4 +1,4 @@
-"""Review 86 of danlu.sched: what a ClusterView and a JobRequest refuse (a job listed twice,
+"""danlu.sched: what a ClusterView and a JobRequest refuse (a job listed twice,
 a pending job holding GPUs, a running share past its node's GPUs, a clock that is not a
 number, a share of nothing), a policy's placement checked when it is built, and the old
 import paths of the modules split out of ``policies/base.py`` and ``quota.py``."""

@@ -1,5 +1,5 @@
 """Why a request for part of a GPU waits names what it needs in the units of the other
-reasons (review 67): a share sized by memory said it needed "1000 milli-GPU and 21474836480
+reasons: a share sized by memory said it needed "1000 milli-GPU and 21474836480
 bytes", though it takes only the compute its memory is a part of; what it lacks is memory."""
 
 from __future__ import annotations

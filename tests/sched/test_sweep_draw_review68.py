@@ -1,4 +1,4 @@
-"""Review 68: an ``int`` distribution's draws lie within the integers given, beyond 2**53
+"""An ``int`` distribution's draws lie within the integers given, beyond 2**53
 too (random drew ``int()`` of the rounded float bounds, and Optuna's TPE works in floats:
 the range 2**53 + 1..2**53 + 3 drew 2**53 + 4 and 2**53, and one near 2**62 crashed on NaN)."""
 

@@ -1,6 +1,6 @@
 """A report of the objective whose value is not a number (NaN, an infinity: a diverged trial)
 still advances the trial's latest step, with its best unchanged, so that the median rule
-judges the trial at the step it really reached (review 66). A trial with no finite report
+judges the trial at the step it really reached. A trial with no finite report
 ranks worse than every value."""
 
 from __future__ import annotations

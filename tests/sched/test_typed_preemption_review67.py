@@ -1,5 +1,5 @@
 """A waiting job limited to some GPUs (by type or memory) preempts a lower-ranked job on those
-GPUs under the ranked policies (review 67).
+GPUs under the ranked policies.
 
 The rank order alone chose the victims across the whole cluster: with two preemptible
 priority-0 jobs, the older one on the only H100, a priority-10 job limited to the H100 had the

@@ -1,4 +1,4 @@
-"""Review 90: the reasons the sizing policies give a job that can never start as things
+"""The reasons the sizing policies give a job that can never start as things
 stand, instead of ones that blame other jobs or fragmentation.
 
 - ``danlu``: a job needing more GPUs than are open and not held by jobs that stay waited as

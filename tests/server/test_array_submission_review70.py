@@ -1,4 +1,4 @@
-"""Review 70: job arrays' dependencies are resolved once, when the array is submitted, as its
+"""Job arrays' dependencies are resolved once, when the array is submitted, as its
 submitter may name them (full ids stored); ``DANLU_MAX_JOBS_PER_USER`` refuses an array whose
 first tasks would pass the limit; and a batch of tasks reads the inventory once, not once a
 task (1,000 tasks on 1,000 nodes outlived the client's 30 s timeout)."""

@@ -1,4 +1,4 @@
-"""Review 67: a user could put terminal control sequences into an admin's CLI output through
+"""A user could put terminal control sequences into an admin's CLI output through
 the names it chooses: a token's label (``POST /users/NAME/tokens``) and a metric's name
 (``POST /jobs/{id}/metrics``) took ESC, line breaks and the like, which ``danlu user tokens``
 and ``danlu metrics`` then printed raw (a red screen, a spoofed table row). Both are refused

@@ -1,4 +1,4 @@
-"""Review 69, deploying the control plane: the default SQLite database is ``<home>/danlu.db``
+"""Deploying the control plane: the default SQLite database is ``<home>/danlu.db``
 whatever characters the home's path holds (a ``?`` or ``%2F`` took it outside the home); a
 SQLite database whose directory cannot be made is an error naming the setting and the fix
 (was a bare OS error after four warnings); and a setting of one executor given to another

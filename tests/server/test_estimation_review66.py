@@ -1,4 +1,4 @@
-"""Review 66 of the submission-time estimates: an ``auto`` job's micro-batch limit against
+"""The submission-time estimates: an ``auto`` job's micro-batch limit against
 the batch it was charged for, the charge on a cluster of several GPU types, and a model
 without trainable parameters."""
 

@@ -1,4 +1,4 @@
-"""Review 74 of the feeds followed by id (``GET /events``, ``GET /jobs/{id}/events`` and
+"""The feeds followed by id (``GET /events``, ``GET /jobs/{id}/events`` and
 ``GET /jobs/{id}/metrics`` with ``after_id`` or its cursor header): on PostgreSQL an id is
 taken at insert, not at commit, so a row could commit after one with a higher id had been
 returned, and a follower (asking for ids above the last it saw) never got it. Only settled

@@ -1,4 +1,4 @@
-"""A log follow stops once the token it was opened with is revoked (review 66): ``danlu user
+"""A log follow stops once the token it was opened with is revoked: ``danlu user
 revoke`` is the remedy for a leaked token, and a follow opened with it kept streaming the
 job's output for up to the follow timeout (an hour)."""
 

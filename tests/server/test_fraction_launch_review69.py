@@ -1,4 +1,4 @@
-"""Review 69: two ``gpu_fraction`` jobs without ``gpu_memory`` packed on one GPU both start a
+"""Two ``gpu_fraction`` jobs without ``gpu_memory`` packed on one GPU both start a
 process, each capped to its part of the GPU's memory.
 
 The first used to take all the GPU's free memory, the second none: its slot was uncapped

@@ -1,4 +1,4 @@
-"""Review 68: a GPU model named without its size (``gpu_type: A100``) matches every size of
+"""A GPU model named without its size (``gpu_type: A100``) matches every size of
 that model the cluster has; it was read as ``A100-80GB`` whenever the exact name was not in
 the inventory, so an A100-40GB cluster refused the job ("no GPUs of type A100-80GB", a name
 the user never wrote) and a mixed one left its 40 GB cards out. The spec keeps what the user

@@ -1,5 +1,5 @@
 """A reading of the executor's nodes whose change is recorded but whose closed nodes cannot
-be synced (review 90): the pass raised, the change was lost (the next pass found nothing to
+be synced: the pass raised, the change was lost (the next pass found nothing to
 record), so the jobs of the nodes that left were never re-queued, and the sync was not made
 again until the next reading."""
 

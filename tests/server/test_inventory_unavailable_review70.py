@@ -1,4 +1,4 @@
-"""Review 70: while the executor's backend cannot be asked (the Ray head's GCS unreachable), each
+"""While the executor's backend cannot be asked (the Ray head's GCS unreachable), each
 inventory refresh failed with an :class:`ExecutorUnavailableError` whose text changes every
 time ("has not answered for 25 s", "... 30 s"), and each was logged as a new failure, with a
 full traceback. An expected outage is one line, no traceback, repeated at most once a minute

@@ -1,4 +1,4 @@
-"""A reconcile pass that outlives its ``scheduler`` lease (review 90).
+"""A reconcile pass that outlives its ``scheduler`` lease.
 
 The lease was renewed only as a pass began: a pass that ran past the lease's TTL (a slow
 poll, a hung executor call) while another control plane took the lease over still recorded

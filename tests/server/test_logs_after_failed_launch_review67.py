@@ -1,4 +1,4 @@
-"""A job's log stays readable once a later launch of it fails (review 67).
+"""A job's log stays readable once a later launch of it fails.
 
 The log read went through the job's current run (``Handle(job.id, job.attempt)``), and the
 executor's record of the earlier run was deleted before the later launch could still fail

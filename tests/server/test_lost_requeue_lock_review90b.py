@@ -1,5 +1,5 @@
 """The re-queue of a job recorded on GPUs that left the inventory writes the job back only
-while the reconcile loop's row lock holds (review 90).
+while the reconcile loop's row lock holds.
 
 The loop claims the job's row, cancels its run (I/O: ``scancel``, a Ray call, which can
 outlast the lock), then re-queued the job without looking at the lock: a row another loop

@@ -1,4 +1,4 @@
-"""Review 70: a job restarted from a checkpoint (a preemption, a crash retry, an elastic
+"""A job restarted from a checkpoint (a preemption, a crash retry, an elastic
 resize: each new start is a new ``Job.attempt``) reports again the steps after that
 checkpoint, and its metric list held the old run's records for those steps and the new run's
 (a loss curve drawn from it zig-zags). Each record now remembers the attempt that reported

@@ -1,4 +1,4 @@
-"""Review 66 of metric ingestion: a metrics POST that outlived danlu.train's reporter timeout
+"""Metric ingestion: a metrics POST that outlived danlu.train's reporter timeout
 (the database busy) was committed by the server and sent again by the reporter, so every
 record was stored twice. The reporter now sends an ``Idempotency-Key`` (the same on every
 resend of the same records) and the server remembers a job's keys (``job_metric_keys``, a
@@ -313,7 +313,7 @@ def test_the_migration_adds_and_drops_the_keys_table(seeded: Database) -> None:
 
 
 def test_a_resend_of_a_key_older_than_a_day_is_stored_again(seeded: Database) -> None:
-    """Review 67: the key's own age counts, not only whether a newer key deleted it: a resend
+    """The key's own age counts, not only whether a newer key deleted it: a resend
     under a key stored more than a day ago is stored, with the new count."""
     job_id = _job(seeded)
     assert _ingest(seeded, job_id, "k", now=NOW) == 2

@@ -1,4 +1,4 @@
-"""Review 73 of reading a job's metrics.
+"""Reading a job's metrics.
 
 Paging by step (``after_step`` = the last step of the page before) lost the records of a
 step the page's ``limit`` cut: the next page starts after that step. A page now never ends

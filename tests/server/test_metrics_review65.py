@@ -1,4 +1,4 @@
-"""Review 65 of metric ingestion, on SQLite and PostgreSQL: a batch whose derived
+"""Metric ingestion, on SQLite and PostgreSQL: a batch whose derived
 measurement would not be finite (two step times of 1e308: their median overflows) is stored
 without it instead of failing (PostgreSQL's JSON has no infinity: the batch was a 500, sent
 again forever by danlu.train's reporter), and a job the retention purged takes no more

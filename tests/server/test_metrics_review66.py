@@ -1,4 +1,4 @@
-"""Review 66 of metric ingestion: one record the API refuses (a list value, a time in
+"""Metric ingestion: one record the API refuses (a list value, a time in
 milliseconds, a bad step, ...) lost every record of danlu.train's flush: the server refuses
 the whole batch (422 naming ``metrics.<i>``, nothing stored; that contract stays) and the
 reporter dropped the whole request. The reporter now leaves such records out before it sends,

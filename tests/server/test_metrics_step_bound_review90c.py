@@ -1,4 +1,4 @@
-"""Review 90c of reading a job's metrics by step.
+"""Reading a job's metrics by step.
 
 A page by step never ends inside a step: a step alone over ``limit`` came whole, however
 many records it had, so a run that reported one step over and over (thousands of records

@@ -1,4 +1,4 @@
-"""Review 89b, node closes under concurrency (PostgreSQL): the closes and reopens the
+"""Node closes under concurrency (PostgreSQL): the closes and reopens the
 control plane makes by itself (the health program's, the backend's, after failed launches,
 the GPU health check's) lock the rows they write, as an admin's cordon does, so an admin's
 cordon or drain committed meanwhile is not written over: it was, and the admin's cordon was

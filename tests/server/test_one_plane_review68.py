@@ -1,4 +1,4 @@
-"""One control plane per database (review 68).
+"""One control plane per database.
 
 Two control planes on one database (different homes) both ran: the second waited as a
 standby on the ``scheduler`` lease and, once the first was ``kill -9``'d (its runs, started

@@ -1,4 +1,4 @@
-"""A job's ``pending_reason`` says what it really waits for (review 66): a job waiting for a
+"""A job's ``pending_reason`` says what it really waits for: a job waiting for a
 dependency keeps saying so after a submission-time estimate note and after a hold and a
 release; a job held while it held GPUs reads as held once it is re-queued, whichever path
 re-queued it, and gets the right next text when released."""

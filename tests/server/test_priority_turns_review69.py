@@ -1,5 +1,5 @@
 """``priority`` on the control plane: an aged low-priority job and a higher one never take
-turns preempting each other (session 69's review).
+turns preempting each other.
 
 On 4 GPUs a 4-GPU blocker runs; L0 (priority 0) and then H3 (priority 3), both for 4 GPUs,
 wait behind it, L0 aged ahead of H3 in the queue. The queue pass started L0 when the

@@ -1,4 +1,4 @@
-"""Review 67: a control plane started on a home that already existed (a pre-made
+"""A control plane started on a home that already existed (a pre-made
 ``/var/lib/danlu``, ``mkdir -p`` before ``danlu up --home``) left it ``0755``, its database
 (webhook secrets, every job's environment) ``0644`` and its jobs' logs readable by every local
 account: ``mkdir(mode=0o700)`` applies only to a directory it makes. The home is made ``0700``

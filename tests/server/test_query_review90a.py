@@ -1,4 +1,4 @@
-"""Review 90a: a query parameter that a route does not read is a 422 naming it, as one given
+"""A query parameter that a route does not read is a 422 naming it, as one given
 twice is: a misspelt filter was dropped without a word, so ``GET /jobs?states=FAILED``
 listed every job (a script cancelling what it listed cancelled them all) and
 ``GET /events?after=N`` read the feed from its start. ``/health``, which needs no token,

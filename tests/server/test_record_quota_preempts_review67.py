@@ -1,4 +1,4 @@
-"""Review 67: recording a plan must not preempt a job to make room for a start that a quota
+"""Recording a plan must not preempt a job to make room for a start that a quota
 then refuses. The plan's quota checks come before its preemptions are applied: a start or
 growth that would take its project (or user) past a quota, counting the plan's starts
 together in plan order on top of what the kept preemptions and shrinks free, is refused

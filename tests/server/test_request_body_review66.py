@@ -1,4 +1,4 @@
-"""Review 66: a request body is capped, and a token route refuses a request with no bearer
+"""A request body is capped, and a token route refuses a request with no bearer
 token before reading its body.
 
 Authentication is a FastAPI dependency, and FastAPI reads and parses a body before it

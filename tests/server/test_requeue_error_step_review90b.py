@@ -1,5 +1,5 @@
 """A failed re-queue of a job whose launch the node could not make is counted under the
-launch step (review 90): its error began ``re-queue JOB:``, which
+launch step: its error began ``re-queue JOB:``, which
 ``danlu_reconcile_errors_total`` counted under ``step="other"``, not ``step="launch"``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Review 63 of the API against a real server: a job over its user's own GPU quota is refused
+"""The API against a real server: a job over its user's own GPU quota is refused
 at submission (as one over its project's), a webhook's URL port 0 and an empty ``states``
 are refused naming the field, ``cordon``/``drain`` take a missing body as ``{}``, and a
 run's token reports its job's metrics through a unique id prefix (and never another's)."""

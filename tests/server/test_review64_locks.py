@@ -1,4 +1,4 @@
-"""Review 64, row locks: :func:`~danlu.server.services.common.lock_row` locks the model's
+"""Row locks: :func:`~danlu.server.services.common.lock_row` locks the model's
 own row only. A job loads its owner and project joined (``Job.user``, ``Job.project``), and
 PostgreSQL's ``FOR NO KEY UPDATE`` without ``OF`` locks the row of every table in ``FROM``:
 a job's cancel, hold or priority change locked its owner's users row and its project's row

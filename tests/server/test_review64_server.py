@@ -1,4 +1,4 @@
-"""Review 64 of the control plane: the user names a job spec or the CLI give a meaning to
+"""The control plane: the user names a job spec or the CLI give a meaning to
 (``default``: the caller, ``all``/``everyone``: every user) are refused at user creation, and a
 webhook URL whose host the sender could never encode is refused at creation naming ``url``
 (rather than accepted and failing every delivery with an IDNA error)."""

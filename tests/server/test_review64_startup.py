@@ -1,4 +1,4 @@
-"""Review 64, the control plane's start-up and shutdown: a log follower does not hold a
+"""The control plane's start-up and shutdown: a log follower does not hold a
 stopping server for an hour; ``server.json`` goes with its server, and the CLI never sends the
 admin token to whatever listens on a dead server's port; a relative home is made absolute; a
 database newer than the code, a malformed or in-memory database URL are one-line errors; and

@@ -1,4 +1,4 @@
-"""Review 64, sweeps: an ended (FAILED) sweep's unfinished trials can still be cancelled; a
+"""Sweeps: an ended (FAILED) sweep's unfinished trials can still be cancelled; a
 sweep's row lock takes the sweep row only (not its owner's, which a trial's cancel locks
 too: the two deadlocked on PostgreSQL); a job array's indices are checked by the API as by
 the CLI; a parameter value no trial's environment can hold is refused at submission."""

@@ -1,4 +1,4 @@
-"""Review 84 of the server: background loops that stop while a pass runs, ..."""
+"""The server: background loops that stop while a pass runs, ..."""
 
 from __future__ import annotations
 

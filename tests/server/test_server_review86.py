@@ -1,4 +1,4 @@
-"""Review 86 of the server: a webhook sender stopped while a post is under way lets it
+"""The server: a webhook sender stopped while a post is under way lets it
 finish; a loop started again while its stopped thread's pass hangs does not wait for ever;
 a project's numbers are refused as strings."""
 

@@ -1,4 +1,4 @@
-"""Review 87 of the server: a start-up that fails closes what it opened (the database's
+"""The server: a start-up that fails closes what it opened (the database's
 connections, the executor, the loops already started); two callers starting a loop at once
 start one thread; a ``file://`` URL of a relative path is refused as a ``checkpoint_dir``
 (and one stored before gets the job's own directory); a database error in a retention pass

@@ -1,4 +1,4 @@
-"""Review 88 of the server: a database error that ends a reconcile pass no longer loses the
+"""The server: a database error that ends a reconcile pass no longer loses the
 errors the pass met before it (a retention deletion that failed: never logged nor counted);
 a token's last use is not written once the app has shut down (a new connection after the
 engine was disposed), and the shutdown waits a while for one under way; a health or energy

@@ -1,4 +1,4 @@
-"""Review 89 of the server's settings: a number setting written with ``_`` or in another
+"""The server's settings: a number setting written with ``_`` or in another
 script's digits was read as a number (``DANLU_PORT=8_470`` as 8470, ``DANLU_INTERVAL=1_0``
 as 10), so a typo started the server with a value nobody meant."""
 

@@ -1,4 +1,4 @@
-"""Review 66: the server's snapshot keeps a project quota on the project's total.
+"""The server's snapshot keeps a project quota on the project's total.
 
 A running elastic job may grow into what the project's other jobs could give up (the
 policy may move GPUs between them), and a quota the cluster cannot pass changes nothing."""

@@ -1,4 +1,4 @@
-"""Review 73: rows kept for a while only were kept for good.
+"""Rows kept for a while only were kept for good.
 
 A revoked API token's row: each job run is issued a token (``DANLU_TOKEN``) revoked when the
 run ends, so the table grew by a row a run. The reconcile loop's retention pass now deletes

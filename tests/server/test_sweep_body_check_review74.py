@@ -1,4 +1,4 @@
-"""Review 74 of ``POST /sweeps``: the route checks the body's values
+"""``POST /sweeps``: the route checks the body's values
 (:func:`~danlu.core.values.check_values`) before :func:`~danlu.core.sweep.parse_sweep`,
 which checks them again only after pydantic has read the spec. That first check is not
 redundant: pydantic's own errors would come first and say less (a NUL in ``name`` read as

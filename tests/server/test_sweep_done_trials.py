@@ -2,7 +2,7 @@
 training is done (``progress`` >= 1, as danlu.train reports it when it knows the total):
 its process is about to exit 0 on its own, and a cancel then would end it CANCELLED.
 ``GET /sweeps/{id}`` marks the trials the rule did stop (``stopped_early``), so that ``danlu
-wait SWEEP`` judges a DONE sweep as ``--after SWEEP`` does (review 72)."""
+wait SWEEP`` judges a DONE sweep as ``--after SWEEP`` does."""
 
 from __future__ import annotations
 

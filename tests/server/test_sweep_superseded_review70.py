@@ -1,4 +1,4 @@
-"""Review 70: a sweep judges its trials on the records their metric list shows: the records a
+"""A sweep judges its trials on the records their metric list shows: the records a
 later attempt of a trial went back over (it resumed from an earlier checkpoint and reported
 those steps again) are superseded, left out of the trial's best value and last step."""
 

@@ -1,5 +1,5 @@
 """A trial whose objective goes NaN (stored as null) or infinite is judged by the median rule
-at the step it really reached, and the sweep's results show that step (review 66). A record
+at the step it really reached, and the sweep's results show that step. A record
 that does not carry the metric at all is no report of it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Review 74 of API tokens: a user could issue any number of live tokens (a script issuing
+"""API tokens: a user could issue any number of live tokens (a script issuing
 one per call filled the table, and ``GET /users/NAME/tokens`` listed them all). A user now
 holds at most :data:`~danlu.server.services.users.MAX_LIVE_TOKENS` live tokens of its own;
 one more is refused with 409, naming the limit and how to revoke one. The tokens of job

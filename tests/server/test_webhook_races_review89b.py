@@ -1,4 +1,4 @@
-"""Review 89b, webhooks under concurrency: a webhook removed while a job's state change is
+"""Webhooks under concurrency: a webhook removed while a job's state change is
 being written (after the change read the webhooks, before it inserted their deliveries)
 no longer fails that change on the deliveries' foreign key (PostgreSQL); a ping of a webhook
 removed meanwhile is a 404, not an IntegrityError."""

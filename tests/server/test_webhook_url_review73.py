@@ -1,4 +1,4 @@
-"""Review 73: a webhook URL with a password (``https://user:password@host/...``, an endpoint
+"""A webhook URL with a password (``https://user:password@host/...``, an endpoint
 behind HTTP basic auth) was shown whole in every reply listing the webhooks. The replies show
 it redacted now; the webhook keeps it, and its messages are posted with it."""
 

@@ -1,4 +1,4 @@
-"""Review 73 of the simulator's inputs: bad values given through the Python API or in its
+"""The simulator's inputs: bad values given through the Python API or in its
 files refused with the package's errors naming the field (a load of 1e300 packed pods for
 ever, nameless or repeated pods, priorities beyond a job spec's, a pod scheduled before it
 was created, settings of the wrong type raising bare TypeErrors, co-location rates outside

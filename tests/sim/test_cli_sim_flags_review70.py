@@ -1,4 +1,4 @@
-"""Review 70: ``danlu sim``'s failure and interference flags, and names holding ``=``.
+"""``danlu sim``'s failure and interference flags, and names holding ``=``.
 
 - ``--node-repair``, ``--gpu-repair``, ``--checkpoint-every`` and ``--failure-seed`` were
   neither parsed nor refused without ``--node-mtbf``/``--gpu-mtbf`` (``--checkpoint-every

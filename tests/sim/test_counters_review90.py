@@ -1,4 +1,4 @@
-"""Review 90 of the simulator's summary counters: with ``max_time`` the counters of what
+"""The simulator's summary counters: with ``max_time`` the counters of what
 happened to jobs (restarts, resizes, runs and training lost to failures, slowdown by
 sharing) counted the finished jobs alone, while ``preemptions`` and ``node_failures``
 counted every event (13 node failures showed 2 lost runs; 26 runs were lost)."""

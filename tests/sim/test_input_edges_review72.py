@@ -1,4 +1,4 @@
-"""Review 72 of the simulator's inputs and failure guard: bad values refused with the
+"""The simulator's inputs and failure guard: bad values refused with the
 package's errors naming the field (a raw ValueError, absurd GPU counts and times taken as
 given, ``1_000`` and other scripts' digits read as integers, nameless or repeated nodes,
 a ``scheduled_time`` of 0 read as missing), and a simulation that failures keep from

@@ -1,4 +1,4 @@
-"""Review 74 of the simulator's inputs and results: a workload row shorter than its header
+"""The simulator's inputs and results: a workload row shorter than its header
 crashed with a bare AttributeError, and one longer than it was misread (its values shifted
 into the wrong columns, the last dropped); jobs built in code with one ``seq`` (JobRequest's
 default) made the engine drop the wrong job from its queue, and the policy was blamed; a

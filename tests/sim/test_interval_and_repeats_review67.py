@@ -1,4 +1,4 @@
-"""Review 67: an ``--interval`` too small to advance the clock (``1e-300``: the next tick of
+"""An ``--interval`` too small to advance the clock (``1e-300``: the next tick of
 the grid rounded back to the instant, and the simulation never ended) is refused up front,
 and the engine's next tick is always after the instant, or a clear error; a name given twice
 to ``--quota``, ``--user-quota`` or ``--project-share`` (the last value silently won) is

@@ -1,4 +1,4 @@
-"""Review 89 of the simulator's trace loaders: Philly jobs of no GPU run as 1-GPU jobs
+"""The simulator's trace loaders: Philly jobs of no GPU run as 1-GPU jobs
 (where an openb list's CPU-only pods are left out), files of endless rows read for ever,
 and pod and node lists' errors a line early after a quoted field spanning lines."""
 

@@ -1,4 +1,4 @@
-"""Review 84: a CSV file the simulator reads with a line longer than
+"""A CSV file the simulator reads with a line longer than
 :data:`~danlu.sim.csv_rows.MAX_LINE_CHARS` is refused at that line, naming the flag.
 
 ``danlu sim run --workload /dev/zero`` (or ``sim pack --pods`` of any file without line

@@ -1,4 +1,4 @@
-"""Review 65 of ``danlu sim pack``'s inputs: ``gpu_spec`` matched against the node list's
+"""``danlu sim pack``'s inputs: ``gpu_spec`` matched against the node list's
 GPU models whatever the case, a spec naming no model of the node list refused at its line
 (every such pod failed, silently), and numbers too large for a node or a pod refused at
 their line (they crashed with OverflowError, or hung the run)."""

@@ -1,4 +1,4 @@
-"""Review 90 of the openb pod and node list readers: a row ending in empty fields beyond
+"""The openb pod and node list readers: a row ending in empty fields beyond
 the header (a spreadsheet's trailing commas), or stopping before an optional column, was
 refused (``12 fields, header has 11``), though a workload's rows are read so and the same
 pod list loads as a workload (``--workload``)."""

@@ -1,4 +1,4 @@
-"""Review 67: ``optimus`` asked for a round at every tick (``recheck_at`` 0) even when its plan
+"""``optimus`` asked for a round at every tick (``recheck_at`` 0) even when its plan
 could not change until jobs did: while rigid jobs waited, 40 openb pods on 2 x 8 GPUs took
 57,792 rounds (fifo: 92). Its plan reads the clock only through the work estimate of a
 running job it measured, so with none such it says so (``recheck_at`` infinite) and the

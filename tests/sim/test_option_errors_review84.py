@@ -1,4 +1,4 @@
-"""Review 84: an ``--option KEY=VALUE`` that a scorer (``sim pack``) or a policy (``sim
+"""An ``--option KEY=VALUE`` that a scorer (``sim pack``) or a policy (``sim
 run``/``plan``) refuses is named as the option given, not only as the parameter behind it.
 
 ``danlu sim pack --policy danlu --option fgd-weight=-1`` said ``danlu scorer: fgd_weight

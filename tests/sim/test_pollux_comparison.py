@@ -45,7 +45,7 @@ def test_a_run_meets_each_target_at_its_bound_and_not_past_it(load_benchmark: Lo
 def test_the_targets_are_the_issues_published_figures(load_benchmark: Load) -> None:
     bench = load_benchmark("danlu_pollux")
     assert bench.TARGET == 0.8
-    # issue 6 quotes Pollux's 1.0x averages rounded to the second: 2089, 3323, 2188, 2721 s
+    # the targets quote Pollux's 1.0x averages rounded to the second: 2089, 3323, 2188, 2721 s
     published = [round(bench.POLLUX[("1.0", n)][0]) for n in (1, 2, 3, 4)]
     assert published == [2089, 3323, 2188, 2721]
     assert {load for load, _ in bench.POLLUX} == {"0.5", "1.0", "1.5"}

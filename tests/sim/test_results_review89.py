@@ -1,4 +1,4 @@
-"""Review 89 of the simulator's results and planning: the jobs a run stopped at ``max_time``
+"""The simulator's results and planning: the jobs a run stopped at ``max_time``
 (or rejected) left out of the per-project figures and the JSON's ``per_job`` list, and
 ``plan_capacity`` called from Python without the CLI's bound on ``max_nodes``."""
 

@@ -1,4 +1,4 @@
-"""Review 64, simulator: ``sim compare`` names the jobs each policy rejected or left
+"""Simulator: ``sim compare`` names the jobs each policy rejected or left
 unfinished, a workload without a GPU job is refused, and openb pods that the trace never
 scheduled are left out of ``sim run`` (and counted) but kept by ``sim pack``."""
 

@@ -1,4 +1,4 @@
-"""Review 90 of the engine: a second ``Simulator.run()`` went on from the first run's end
+"""The engine: a second ``Simulator.run()`` went on from the first run's end
 state; it appended to the first result's timeline (which then ran backwards) and either
 returned the first run's jobs again or crashed in the policy's view, blaming the view."""
 

@@ -1,4 +1,4 @@
-"""Review 88 of the simulator: workload jobs built in code with times the clock cannot reach,
+"""The simulator: workload jobs built in code with times the clock cannot reach,
 the timeline of a clock stopped before the first submission, failure times that moved with
 the policy, and capacity-planning targets shown with another bound than the one checked."""
 

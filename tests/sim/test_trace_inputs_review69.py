@@ -1,4 +1,4 @@
-"""Review 69: simulator inputs that hung, crashed or were reported at the wrong place.
+"""Simulator inputs that hung, crashed or were reported at the wrong place.
 
 - a ``--traces`` measurement with a step time <= 0, a negative sync time, or gradient
   statistics that are both 0 made ``danlu sim run`` hang (progress going backwards) or

@@ -1,4 +1,4 @@
-"""Review 84: ``sim pack`` names the pods of the list that fit no node even of the empty
+"""``sim pack`` names the pods of the list that fit no node even of the empty
 cluster (every copy of them fails), which it used to accept silently.
 
 ``openb_pod_list_gpuspec25.csv`` holds one: ``openb-pod-3362`` asks for 8 G2 GPUs with

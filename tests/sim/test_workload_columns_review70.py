@@ -1,4 +1,4 @@
-"""Review 70: a plain workload's columns read as the control plane reads a spec, and errors
+"""A plain workload's columns read as the control plane reads a spec, and errors
 at the right place.
 
 - ``gpu_memory`` was a bare number of bytes (``16`` meant to be 16 GiB was a 16-byte share;

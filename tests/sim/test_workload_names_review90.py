@@ -1,4 +1,4 @@
-"""Review 90 of the workload loader: a job name used twice was reported by the jobs'
+"""The workload loader: a job name used twice was reported by the jobs'
 places among the jobs kept ("jobs 1 and 2 of the file"), which are not the file's rows
 when an openb list's CPU-only or never-scheduled pods come before them."""
 

@@ -1,4 +1,4 @@
-"""A restored micro-batch after a resize (review 67): only a cap learned from an OOM, or this
+"""A restored micro-batch after a resize: only a cap learned from an OOM, or this
 launch's own micro-batch (``micro_batch_size=``, ``DANLU_BATCH_SIZE``), limits it.
 
 Before, the checkpoint's micro-batch capped the relaunch's whatever its origin: a job at global

@@ -1,4 +1,4 @@
-"""Review 67 of danlu.train's checkpoint directory:
+"""danlu.train's checkpoint directory:
 
 - a ``~`` in it, or a ``file://`` URL, put the checkpoints in the directory meant but the
   metrics elsewhere (a literal ``./~/ck/metrics.jsonl``; ``./danlu-metrics.jsonl``): they are

@@ -1,5 +1,5 @@
 """A sharded checkpoint whose skeleton or DCP metadata cannot be read for a passing reason
-(``EIO``, a permission) is not taken as damaged (review 90c): the read's ``OSError`` was
+(``EIO``, a permission) is not taken as damaged: the read's ``OSError`` was
 turned into a ``DataError``, which ``load_latest`` marks invalid and retention then deletes,
 though the checkpoint was sound (a plain checkpoint's failed read already kept it)."""
 

@@ -1,5 +1,5 @@
 """A checkpoint whose manifest cannot be read for a passing reason (``EIO``, an object
-store's failure: not a damaged checkpoint) is not removed by retention (review 90c): a
+store's failure: not a damaged checkpoint) is not removed by retention: a
 restart whose read of the newest checkpoint's manifest failed once deleted it at its first
 save, the run's newest progress, though a failed read of its files kept it."""
 

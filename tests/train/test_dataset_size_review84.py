@@ -1,4 +1,4 @@
-"""Review 84: ``ctx.batches(dataset)`` draws indices ``0 .. dataset_size - 1`` whatever the
+"""``ctx.batches(dataset)`` draws indices ``0 .. dataset_size - 1`` whatever the
 dataset it is given. A dataset smaller than ``init``'s ``dataset_size`` failed with a bare
 ``IndexError`` at the first batch that held an index past its end (without shuffling, after
 training on the part before it); a larger one was trained on its first ``dataset_size``

@@ -141,7 +141,7 @@ def test_an_empty_metrics_file_argument_is_none_given(tmp_path: Path) -> None:
     ids=["underscores", "other-digits", "400-digits", "19-digits"],
 )
 def test_a_gpu_memory_limit_only_int_read_is_refused_by_name(raw: str) -> None:
-    """Review 84: ``int()`` read these (``1_000`` and another script's digits as numbers; a
+    """``int()`` read these (``1_000`` and another script's digits as numbers; a
     400-digit count failed later with a bare ``OverflowError`` when the CUDA memory fraction
     was worked out); they are refused as any other value that is no size."""
     with pytest.raises(ConfigError, match="DANLU_GPU_MEMORY_LIMIT"):

@@ -1,6 +1,6 @@
 """``dt.init`` whose context cannot be made (``TrainContext`` raising after the progress bar
 and the preemption handler exist: the goodput tuner refusing its limits) leaves neither the
-SIGTERM handler installed nor the Rich bar's refresh thread running (review 90c): the caller
+SIGTERM handler installed nor the Rich bar's refresh thread running: the caller
 never gets a context to close them with, and a later SIGTERM only set a flag nobody read
 (the job ignored its preemption and was SIGKILLed after the grace, its checkpoint lost)."""
 

@@ -1,4 +1,4 @@
-"""Review 66: a run that tunes its own batch (an adaptive batch) resumes exactly under the
+"""A run that tunes its own batch (an adaptive batch) resumes exactly under the
 server, which launches every run with ``DANLU_GLOBAL_BATCH_SIZE``: the launch batch replaces
 the restored one only when the scheduler asks a different batch than the run had followed
 when it checkpointed (a rebatch or resize while the job was down).

@@ -1,4 +1,4 @@
-"""Review 84 of danlu.train's JSONL metrics file.
+"""danlu.train's JSONL metrics file.
 
 1. A run killed while it appended left half a record at the file's end; the next run's first
    record was appended to it: one line no JSON reader takes, the new record lost with it.

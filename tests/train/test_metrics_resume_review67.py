@@ -1,4 +1,4 @@
-"""Review 67 of danlu.train's reporter: metric records a checkpoint covered were lost when the
+"""danlu.train's reporter: metric records a checkpoint covered were lost when the
 process died before the reporter shipped them (it ships every ``report_interval_s``), and the
 resumed run never sent them again, so the sink had a gap (steps 37-43 of a run resumed at
 43). Now each checkpoint seals the records queued so far into requests whose keys it keeps

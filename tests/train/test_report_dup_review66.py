@@ -1,4 +1,4 @@
-"""Review 66 of danlu.train's reporter: a request that timed out on the reporter but was
+"""danlu.train's reporter: a request that timed out on the reporter but was
 stored by the server was sent again, so its records were stored twice. Each request now
 carries an ``Idempotency-Key``; a request whose fate is unknown is sent again as it was (the
 same records, body and key, not merged with the records reported since), and a request whose

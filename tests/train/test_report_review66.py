@@ -1,4 +1,4 @@
-"""Review 66 of danlu.train's reporter: a request the server refuses (422) for one record
+"""danlu.train's reporter: a request the server refuses (422) for one record
 lost every record of the flush. The reporter leaves out what the API would refuse before it
 sends (warning once per field and reason) and, when a server still refuses a request naming
 ``metrics.<i>``, drops that record alone and sends the rest again (at most once per

@@ -1,4 +1,4 @@
-"""Review 69 of danlu.train's reporter.
+"""danlu.train's reporter.
 
 1. A POST answered with a redirect (301/302/303: a TLS proxy sending ``http://`` to
    ``https://``) was followed as a GET, and a 2xx that is not the API's reply (an SSO login

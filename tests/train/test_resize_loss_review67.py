@@ -1,4 +1,4 @@
-"""Under torchrun/gloo with 2 processes (review 67): the logged ``loss`` is the mean over the
+"""Under torchrun/gloo with 2 processes: the logged ``loss`` is the mean over the
 step's whole global batch, and a checkpoint resumed on fewer ranks trains the new local batch.
 
 Before, the loss was rank 0's own (the mean over its share): it jumped at a resize though the

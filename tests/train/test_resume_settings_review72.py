@@ -1,4 +1,4 @@
-"""Resuming a ``danlu.train`` run with other data or batch settings (review 72).
+"""Resuming a ``danlu.train`` run with other data or batch settings.
 
 - Another ``dataset_size``: before, a bare ``ConfigError`` came from the sampler's
   ``load_state_dict`` after the model and the optimizer had been loaded; now the

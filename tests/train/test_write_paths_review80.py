@@ -1,4 +1,4 @@
-"""Review 80 of danlu.train: checkpoints, the metrics file, the API's URL, the batch's bounds.
+"""danlu.train: checkpoints, the metrics file, the API's URL, the batch's bounds.
 
 1. ``CheckpointManager``'s arguments were compared, not checked: ``keep_last=1.5`` raised a
    bare ``TypeError`` in the retention of the first save (after its commit), ``"3"`` one at
