@@ -77,7 +77,10 @@ def user_add(
     role = "admin" if admin else "user"
     account = _os_account(os_user)
     data = common.ask(home, url, token, lambda c: c.create_user(name, role, account))
-    show_data(data, json_out, _user_line, USER)
+    made = visible(name)
+    # an error alone read as a refusal: a script ran it again and was told "already exists"
+    with stdout_written(f"user {made} was created all the same (danlu user show {made})"):
+        show_data(data, json_out, _user_line, USER)
 
 
 @user_app.command("set")

@@ -20,12 +20,14 @@ from danlu.cli.options import (
     float_option,
     int_option,
 )
+from danlu.cli.output import stdout_written
 from danlu.cli.quota_flags import gpu_quota, quota_value
 from danlu.cli.reply_fields import PROJECT
 from danlu.cli.reply_views import gpu_count, show_data
 from danlu.cli.titled_table import TitledTable, titled_table
 from danlu.core.errors import SpecError
 from danlu.core.units import format_bytes, parse_bytes
+from danlu.core.values import visible
 
 ProjectArg = Annotated[str, typer.Argument(help="The project's name.")]
 PriorityOpt = Annotated[
@@ -199,8 +201,11 @@ def project_add(
             _members(members) or [],
         ),
     )
-    show_data(data, json_out, _project_line, PROJECT)
-    _print_notes(data, json_out)
+    made = visible(name)
+    # an error alone read as a refusal: a script ran it again and was told "already exists"
+    with stdout_written(f"project {made} was created all the same (danlu project ls)"):
+        show_data(data, json_out, _project_line, PROJECT)
+        _print_notes(data, json_out)
 
 
 @project_app.command("set")
