@@ -64,8 +64,9 @@ class AccountCalls:
         return self._object("POST", "/users", json=body)
 
     def update_user(self, name: str, **fields: Any) -> dict[str, Any]:
-        """``PUT /users/{name}`` (admin) with the fields to change: ``os_user`` (the OS
-        account its jobs run as; None: the one named like it), ``quota_gpus`` (None: none)."""
+        """``PUT /users/{name}`` (admin) with the fields to change: ``role`` (``admin`` or
+        ``user``), ``os_user`` (the OS account its jobs run as; None: the one named like it),
+        ``quota_gpus`` (None: none)."""
         return self._object("PUT", f"/users/{seg(name, 'name')}", json=fields)
 
     def disable_user(
