@@ -1,4 +1,4 @@
-"""A review pass over the CLI's output and flags, against a stub server:
+"""The CLI's output and flags, against a stub server:
 
 - ``cordon`` / ``drain``'s reply line escapes the text after the node's name as one string:
   escaped apart, a cordon reason ``[/ops`` and a scheduled drain's reason ``x]`` made one

@@ -1,4 +1,4 @@
-"""CLI review 90c:
+"""The CLI's ``logs`` against a proxy and ``metrics --json --keys``:
 
 1. ``danlu logs JOB`` against a server that ignores the log offset (a proxy answering its
    sign-in page to every request) printed the page for ever; it is now an error line naming

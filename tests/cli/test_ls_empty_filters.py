@@ -51,7 +51,7 @@ def test_ls_without_the_filters_lists_as_before(fake: FakeApi) -> None:
     assert len(json.loads(out)) == 1
 
 
-# review 89: the shared empty-value check's words (refuse_empty), as danlu events and
+# the shared empty-value check's words (refuse_empty), as danlu events and
 # webhook add say them
 @pytest.mark.parametrize("flag", ["--project", "--user", "--name"])
 @pytest.mark.parametrize("value", ["", " \t"])

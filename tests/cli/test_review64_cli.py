@@ -1,4 +1,4 @@
-"""Review 64's command line and client findings: ``danlu run`` whose output cannot be written
+"""Command line and client edges: ``danlu run`` whose output cannot be written
 (a full disk, an I/O error) cancels its job; ``danlu metrics``' table shows markup-like text
 as it is; non-finite numbers in a request body, a token that is not printable ASCII and an
 undecodable ``server.json`` / ``admin.token`` are errors of the client's DanluError tree.

@@ -21,7 +21,7 @@ from danlu.cli import metrics as metrics_cli
 from danlu.client import Client
 
 EVIL = "lo\x1b[31mss\nX"
-"""The reviewer's metric name: red from there on, and a second line."""
+"""A metric name that turns the terminal red from there on, and a second line."""
 LABEL = "lab\x1b[31m\nel\r\u202eok\x9b2J"
 """A token label with ESC, a line break, a carriage return, a bidi override and a C1 CSI."""
 T0 = 1_796_131_413.0

@@ -1,4 +1,4 @@
-"""Client review 90c, reading a job's log:
+"""The client reading a job's log:
 
 1. ``read_log_bytes`` (``danlu logs JOB``) against a server that ignores ``offset`` (a proxy
    answering its page to every request, without ``X-Danlu-Log-Offset``) read on by the

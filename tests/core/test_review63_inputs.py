@@ -1,4 +1,4 @@
-"""Inputs a reviewer sent a real server: numbers past a float's range in a
+"""Inputs sent to a real server: numbers past a float's range in a
 duration, clock-style durations with fields over 59, a sweep range as wide as the floats,
 and huge integers that got the store's generic bound instead of the field's own range."""
 

@@ -1,4 +1,4 @@
-"""Core review 86:
+"""Core inputs:
 
 1. ``parse_duration("+5")`` was 5 s (``float()`` reads a sign), while ``+5m``, ``+1h30m`` and
    ``+01:00:00`` were "not a duration": a duration takes no ``+`` in any of its forms now,

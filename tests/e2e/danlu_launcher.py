@@ -1,5 +1,5 @@
 """Run the ``danlu`` CLI in a subprocess, with the job and server commands registered even
-before the lead adds them to ``danlu.cli.main`` (then this is just ``danlu``)."""
+where ``danlu.cli.main`` lacks them (then this is just ``danlu``)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from danlu.estimate.memory.tracer import validate
 
 pytest.importorskip("torch")
 
-USER_MODELS = '''"""Models a training step cannot update (written by the review-66 tests)."""
+USER_MODELS = '''"""Models a training step cannot update (written by these tests)."""
 import torch
 from torch import nn
 

@@ -168,7 +168,7 @@ def test_queue_policies_hold_the_free_part_of_draining_gpus(
 
 
 def test_priority_does_not_preempt_a_job_again_while_another_drains() -> None:
-    """The reviewer's rounds: two low jobs preempted for a high one; one has exited, the
+    """Two rounds: two low jobs preempted for a high one; one has exited, the
     other drains. The one that exited is not started on the GPUs already free (to be
     preempted again once the drain ends): the high job is placed on all four."""
     cluster = Cluster.homogeneous(1, 4)

@@ -205,7 +205,7 @@ def test_memory_sized_sharing_packs_while_memory_fits() -> None:
 
 
 def test_proportional_milli_rounds_down_to_at_least_one() -> None:
-    # review 70: rounded up, shares whose memory fits a GPU could pass its compute
+    # rounded up (not down), shares whose memory fits a GPU could pass its compute
     free = freemap(Cluster.homogeneous(1, 1, GpuType("odd", 3000)))
     alloc = free.place(req(1, gpu_memory=1001))
     assert alloc is not None and alloc.shares[0].milli == 333  # floor(1000 * 1001 / 3000)

@@ -1,4 +1,4 @@
-"""Review 64's scheduling fixes: ``optimus`` and ``danlu`` preempt no running job for a job
+"""Scheduling fixes: ``optimus`` and ``danlu`` preempt no running job for a job
 they then cannot place (a GPU type the cluster lacks, a closed node, too little GPU
 memory), and a job asking for no GPU neither crashes the ``fgd`` and ``danlu`` placements
 nor gets a misleading waiting reason from the two sizing policies."""

@@ -1,4 +1,4 @@
-"""The app's review-90a fixes of what its replies say:
+"""The app's fixes of what its replies say:
 
 - every response carries ``X-Content-Type-Options: nosniff``, the API's as the dashboard's
   files did alone: a job's log (``text/plain``) and the strings of a spec or a metric record

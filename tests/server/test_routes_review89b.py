@@ -1,4 +1,4 @@
-"""The routes' review-89b fixes:
+"""The routes' fixes:
 
 - a log follow ends at the server's follow timeout while the log keeps growing too (it was
   checked only once a read found nothing new: the follow of a job writing faster than its

@@ -1,4 +1,4 @@
-"""Edges found in review 63: resuming a checkpoint of another model, optimizer or precision;
+"""Edges of training: resuming a checkpoint of another model, optimizer or precision;
 a ``DANLU_API_URL`` without a scheme and metrics lost without a warning; ``init`` arguments
 of the wrong type; a preemption on a periodic checkpoint's step writing it twice; impossible
 environment values; the micro-batch following a launch's larger global batch; a preemption
