@@ -49,6 +49,8 @@ from danlu.cli.node_tables import (
 )
 from danlu.cli.reply_fields import checked_jobs, checked_nodes
 from danlu.client import Client
+from danlu.client.errors import InvalidRequestError, parameter_not_taken
+from danlu.client.job_calls import MAX_PAGE
 from danlu.core.units import format_bytes
 from danlu.core.values import visible
 
@@ -56,6 +58,7 @@ __all__ = [
     "ACTIVE",
     "BAR_WIDTH",
     "ENDED",
+    "HOLDING",
     "JOB_COLUMNS",
     "LABELS",
     "NARROW",
@@ -86,6 +89,7 @@ __all__ = [
     "queue_order",
     "render",
     "scheduled",
+    "shown_active_jobs",
     "state_text",
     "summary_line",
     "told_end_reason",
@@ -93,20 +97,29 @@ __all__ = [
 ]
 
 ACTIVE = ("RUNNING", "PREEMPTING", "RESTARTING", "PENDING")
+HOLDING = ACTIVE[:-1]
+"""The active states but PENDING: the jobs holding GPUs (as many as the GPUs hold), which
+``danlu top`` reads every one of; of the pending ones it reads the queue's head."""
 RECENT = 1000
 """How many of the newest jobs ``danlu top`` reads for its counts of finished jobs."""
 
 
 def summary_line(
-    nodes: Sequence[dict[str, Any]], jobs: Sequence[dict[str, Any]], recent: int | None = None
+    nodes: Sequence[dict[str, Any]],
+    jobs: Sequence[dict[str, Any]],
+    recent: int | None = None,
+    pending: int | None = None,
 ) -> Text:
     """``4 GPUs, 120.0GiB/320.0GiB allocated; RUNNING 3, PENDING 5, SUCCEEDED 12``; with
     ``recent`` (the finished jobs are only those among the newest ``recent``, where there are
-    more), the finished jobs' counts say so: ``...; of the newest 1000 jobs: SUCCEEDED 990``."""
+    more), the finished jobs' counts say so: ``...; of the newest 1000 jobs: SUCCEEDED 990``.
+    ``pending``: how many jobs are PENDING, where ``jobs`` holds only the queue's head."""
     gpus = [g for n in nodes for g in n.get("gpus") or []]
     total = sum(int(g.get("memory") or 0) for g in gpus)
     used = sum(int(g.get("allocated_memory") or 0) for g in gpus)
     counts = Counter(str(j.get("state")) for j in jobs)
+    if pending is not None:
+        counts["PENDING"] = pending
     line = Text(f"{len(nodes)} node(s), {len(gpus)} GPU(s), ")
     line.append(f"{format_bytes(used)}/{format_bytes(total)} GPU memory allocated; ")
     parts = [f"{s} {counts[s]}" for s in STATE_STYLE if counts.get(s)]
@@ -125,10 +138,12 @@ def head(
     jobs: Sequence[dict[str, Any]],
     recent: int | None,
     problems: Sequence[str] = (),
+    pending: int | None = None,
 ) -> Text:
-    """A frame's first lines: :func:`summary_line`, then (in red) the first of ``problems``,
-    the fields of the wrong type the server sent, left out of the frame."""
-    line = summary_line(nodes, jobs, recent)
+    """A frame's first lines: :func:`summary_line` (``pending`` as it takes it), then (in
+    red) the first of ``problems``, the fields of the wrong type the server sent, left out
+    of the frame."""
+    line = summary_line(nodes, jobs, recent, pending)
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         line.append("\n" + visible(f"error: {problems[0]}{more}"), style="red")
@@ -150,6 +165,15 @@ def queue_order(jobs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return active
 
 
+def _active_count(active: Sequence[dict[str, Any]], pending: int | None) -> int:
+    """How many jobs are active: those of ``active`` (:func:`queue_order`'s), where
+    ``pending`` (how many are PENDING, where ``active`` holds only the queue's head) is None,
+    else its jobs holding GPUs and ``pending``."""
+    if pending is None:
+        return len(active)
+    return sum(1 for j in active if j.get("state") != "PENDING") + pending
+
+
 def _jobs_title(active: int, shown: int) -> str:
     return f"active jobs ({active})" + (f", first {shown}" if active > shown else "")
 
@@ -163,21 +187,23 @@ def render(
     height: int | None = None,
     recent: int | None = None,
     problems: Sequence[str] = (),
+    pending: int | None = None,
 ) -> RenderableType:
     """One ``danlu top`` frame: a summary line, the GPU table and the first ``max_jobs``
     active jobs; with ``height`` (a live view), fitted to a terminal that many lines high
     (:class:`LiveFrame`), else all of it. ``recent``: the finished jobs among ``jobs`` are
     only those among the newest ``recent`` (:func:`summary_line`); ``problems`` are shown
-    under that (:func:`head`)."""
+    under that (:func:`head`). ``pending``: how many jobs are PENDING, where ``jobs`` holds
+    only the first of them in the queue's order (None: ``jobs`` holds every one)."""
     now = time.time() if now is None else now
     active = queue_order(jobs)
-    if height is not None:
-        shown = active[:max_jobs]
-        return LiveFrame(nodes, jobs, shown, len(active), now, width, height, recent, problems)
+    count = _active_count(active, pending)
     shown = active[:max_jobs]
-    title = _jobs_title(len(active), len(shown))
+    if height is not None:
+        return LiveFrame(nodes, jobs, shown, count, now, width, height, recent, problems, pending)
+    title = _jobs_title(count, len(shown))
     return Group(
-        head(nodes, jobs, recent, problems),
+        head(nodes, jobs, recent, problems, pending),
         nodes_table(nodes),
         jobs_table(shown, now, title, width),
     )
@@ -190,14 +216,15 @@ def frame(
     height: int | None = None,
     problems: list[str] | None = None,
 ) -> RenderableType:
-    """Fetch nodes, every active job and the recent finished ones (those among the newest
+    """Fetch nodes, the active jobs a frame of ``max_jobs`` shows with how many there are
+    (:func:`shown_active_jobs`) and the recent finished ones (those among the newest
     :data:`RECENT` jobs; the summary says so where there are more), and render one frame for
     a console ``width`` wide (and, live, ``height`` high). Fields of the wrong type are left
     out (:mod:`danlu.cli.reply_fields`), each named in ``problems``, or where that is None,
     the first named in the frame."""
     found: list[str] = []
     nodes = checked_nodes(client.nodes(), found)
-    active = checked_jobs(list(client.iter_jobs(list(ACTIVE))), found)
+    active, pending = shown_active_jobs(client, max_jobs, found)
     seen = {str(j.get("id")) for j in active}
     newest = checked_jobs(client.list_jobs(limit=RECENT), found)
     recent = [j for j in newest if j.get("state") not in ACTIVE and str(j.get("id")) not in seen]
@@ -213,7 +240,33 @@ def frame(
         height=height,
         recent=capped,
         problems=shown,
+        pending=pending,
     )
+
+
+def shown_active_jobs(
+    client: Client, max_jobs: int, found: list[str]
+) -> tuple[list[dict[str, Any]], int | None]:
+    """The active jobs a frame of at most ``max_jobs`` shows, and how many jobs are PENDING:
+    every job holding GPUs (:data:`HOLDING`: as many as the GPUs hold), and of the queue
+    only its head, as many pending jobs as the rows left (``GET /jobs?order=queue``, with
+    ``count=true`` for how many), so that a queue of 10,000 is not read each refresh. A
+    server older than those parameters (a 422 naming one, or a reply without the count)
+    has every pending job read, as before, and the count None (the jobs hold them all).
+    Fields of the wrong type are left out, each named in ``found``."""
+    holding = checked_jobs(list(client.iter_jobs(list(HOLDING))), found)
+    rows = min(MAX_PAGE, max(1, max_jobs - len(holding)))  # the server asks for 1 at least
+    try:
+        queued, pending = client.list_jobs_counted("PENDING", order="queue", limit=rows)
+    except InvalidRequestError as exc:
+        if not (parameter_not_taken(exc, "order") or parameter_not_taken(exc, "count")):
+            raise
+        queued, pending = [], None
+    if pending is None:  # oldest first: as the queue orders jobs of one priority and time
+        queued = list(client.iter_jobs("PENDING"))[::-1]
+    held = {str(j.get("id")) for j in holding}  # a job preempted between the two reads
+    queued = [j for j in checked_jobs(queued, found) if str(j.get("id")) not in held]
+    return holding + queued, pending
 
 
 def _most(count: int, fits: Callable[[int], bool]) -> int:
@@ -255,8 +308,12 @@ class LiveFrame:
         height: int,
         recent: int | None = None,
         problems: Sequence[str] = (),
+        pending: int | None = None,
     ) -> None:
         self.nodes, self.jobs, self.shown = list(nodes), list(jobs), list(shown)
+        self.pending = pending
+        """As :func:`render` takes it: how many jobs are PENDING, where :attr:`jobs` holds
+        only the queue's head."""
         self.active, self.now, self.width, self.height = active, now, width, height
         self._laid_out: dict[int, Lines] = {}
         self.recent = recent
@@ -275,10 +332,10 @@ class LiveFrame:
         waiting = [j for j in self.shown if j.get("state") == "PENDING"]
         queued = min(len(waiting), max(count // 2, count - len(holding)))
         states = Counter(str(j.get("state")) for j in self.jobs if j.get("state") in ACTIVE)
+        pending = states["PENDING"] if self.pending is None else self.pending
         title = (
             f"active jobs ({self.active}), {count} shown: {count - queued} of "
-            f"{self.active - states['PENDING']} holding GPUs, {queued} of "
-            f"{states['PENDING']} pending"
+            f"{self.active - pending} holding GPUs, {queued} of {pending} pending"
         )
         shown = holding[: count - queued] + waiting[:queued]
         return jobs_table(shown, self.now, title, self.width)
@@ -291,7 +348,7 @@ class LiveFrame:
         def render(renderable: RenderableType) -> Lines:
             return console.render_lines(renderable, options, pad=False)
 
-        summary = render(head(self.nodes, self.jobs, self.recent, self.problems))
+        summary = render(head(self.nodes, self.jobs, self.recent, self.problems, self.pending))
         left = self.height - len(summary)
         every = render(self.jobs_part(len(self.shown)))
         gpus = self._gpus(render, max(left - len(every), left // 3))

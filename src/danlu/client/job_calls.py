@@ -12,13 +12,43 @@ from danlu.client.account_calls import AccountCalls
 from danlu.client.bodies import clean, listed, mapping_body, seg, spec_body
 from danlu.client.discovery import API_PREFIX
 from danlu.client.errors import InvalidRequestError, JobDict, ServerError, parameter_not_taken
-from danlu.client.replies import malformed, shaped
+from danlu.client.replies import header_count, malformed, records, shaped
 from danlu.core.paging import StalledListError, read_pages
 from danlu.core.spec import JobSpec
 from danlu.core.values import check_positive_int
 
 MAX_PAGE = 1000
 """The most jobs one ``GET /jobs`` page asks for (the server's limit)."""
+
+COUNT_HEADER = "X-Danlu-Count"
+"""The header of a ``GET /jobs`` with ``count=true``: how many jobs its filters match."""
+
+
+def _list_params(
+    state: str | Sequence[str] | None,
+    project: str | None,
+    user: str | None,
+    limit: int | None,
+    offset: int | None,
+    since: float | None,
+    name: str | None,
+    before_id: str | None,
+    order: str | None,
+) -> dict[str, Any]:
+    """The query parameters of a ``GET /jobs`` that are set."""
+    return clean(
+        {
+            "state": listed(state, "state"),
+            "project": project,
+            "user": user,
+            "limit": limit,
+            "offset": offset,
+            "since": since,
+            "name": name,
+            "before_id": before_id,
+            "order": order,
+        }
+    )
 
 
 class JobCalls(AccountCalls):
@@ -58,23 +88,38 @@ class JobCalls(AccountCalls):
         since: float | None = None,
         name: str | None = None,
         before_id: str | None = None,
+        order: str | None = None,
     ) -> list[JobDict]:
         """``GET /jobs``: newest first; ``state`` may be one state or several; ``since``:
         submitted then or later; ``name``: a pattern (``train-*``); ``before_id``: only the
-        jobs submitted before that one (the full id of the last job of the page before)."""
-        params = clean(
-            {
-                "state": listed(state, "state"),
-                "project": project,
-                "user": user,
-                "limit": limit,
-                "offset": offset,
-                "since": since,
-                "name": name,
-                "before_id": before_id,
-            }
-        )
+        jobs submitted before that one (the full id of the last job of the page before);
+        ``order`` ``queue``: the jobs nearest to a start first (highest priority, then
+        oldest), paged by ``offset`` (a server older than it: a 422 naming ``order``)."""
+        params = _list_params(state, project, user, limit, offset, since, name, before_id, order)
         return self._records("GET", "/jobs", params=params)
+
+    def list_jobs_counted(
+        self,
+        state: str | Sequence[str] | None = None,
+        *,
+        project: str | None = None,
+        user: str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        since: float | None = None,
+        name: str | None = None,
+        order: str | None = None,
+    ) -> tuple[list[JobDict], int | None]:
+        """``GET /jobs`` with ``count=true``: a page of jobs as :meth:`list_jobs` reads it and
+        how many jobs match the filters on every page together (the ``X-Danlu-Count``
+        header, never below the page's length), None where the reply has no such count (a
+        server older than it: one that also checks its query parameters answers a 422
+        naming ``count`` instead)."""
+        params = _list_params(state, project, user, limit, offset, since, name, None, order)
+        response = self.request("GET", "/jobs", params={**params, "count": "true"})
+        page = records(response)
+        total = header_count(response, COUNT_HEADER)
+        return page, None if total is None else max(total, len(page))
 
     def iter_jobs(
         self,
