@@ -20,7 +20,16 @@ run on its GPUs, which danlu counts free. The guard is the subreaper of the comm
 and ends its descendants itself; the actor SIGKILLs the guard's descendants while it lives, and
 every process carrying the run's mark in its environment (``DANLU_RUN_MARK``, the local
 executor's mechanism: :data:`~danlu.executors.local.RUN_MARK`), which reaches a daemon after its
-guard was killed. Imports nothing of Ray, so it is tested without a cluster.
+guard was killed.
+
+A command the kernel's OOM killer ended (the node's memory, or its cgroup's limit, ran out)
+is told from one that died of a bare SIGKILL as the local executor's supervisor tells it: the
+actor reads the OOM kill count of its memory cgroup, which the command's processes inherit,
+before it starts the command and once it has exited
+(:class:`~danlu.executors.oom_kills.OomKills`), and reports the kills counted meanwhile
+(``oom_kills`` in :meth:`NodeRun.status`), which the poll's result classifies the exit with
+(:func:`~danlu.executors.ray_results.exit_result`). Imports nothing of Ray, so it is tested
+without a cluster.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ from typing import Any
 from danlu.executors import supervise
 from danlu.executors.base import check_grace
 from danlu.executors.local import RUN_MARK, kill_marked
+from danlu.executors.oom_kills import OomKills
 
 CHUNK = 1 << 20
 """The most output one :meth:`NodeRun.status` call hands out."""
@@ -83,7 +93,9 @@ class NodeRun:
     node's own, ``node_visible`` (:func:`node_visible_devices`; the Ray actor's class,
     :class:`~danlu.executors.ray_executor.NodeRunOnNode`, passes its process's).
     ``node`` is the danlu name of the node the actor was placed on (None: a run without GPUs,
-    anywhere in the cluster), which :meth:`placement` hands out.
+    anywhere in the cluster), which :meth:`placement` hands out. ``proc_root``: where
+    ``/proc`` is, in which the OOM kill count of this process's memory cgroup is found
+    (:class:`~danlu.executors.oom_kills.OomKills`; another in tests).
     """
 
     def __init__(
@@ -94,6 +106,7 @@ class NodeRun:
         log_dir: str | None = None,
         node: str | None = None,
         node_visible: str | None = None,
+        proc_root: Path = Path("/proc"),
     ) -> None:
         self._lock = threading.Lock()
         self._placement: dict[str, Any] = {
@@ -112,6 +125,9 @@ class NodeRun:
         self._error = ""
         self.started_at = time.time()
         self.finished_at: float | None = None
+        self._oom_kills: int | None = None
+        """The OOM kills its memory cgroup counted while the command ran, once it has
+        exited (None before, or when the count cannot be read)."""
         self._killer: threading.Timer | None = None
         self._kill_at: float | None = None
         """When the command's group is due its SIGKILL (``time.monotonic``)."""
@@ -128,6 +144,7 @@ class NodeRun:
             self.finished_at = time.time()
             return
         self._log_fd = opened
+        kills = OomKills(proc_root=proc_root)  # of the cgroup the command inherits: from now on
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-I", str(GUARD), str(os.getpid()), *command],
@@ -144,7 +161,7 @@ class NodeRun:
             self.finished_at = time.time()
             os.write(opened, f"danlu: {self._error}\n".encode())
         if self._proc is not None:
-            threading.Thread(target=self._wait, args=(self._proc,), daemon=True).start()
+            threading.Thread(target=self._wait, args=(self._proc, kills), daemon=True).start()
 
     def placement(self) -> dict[str, Any]:
         """Where the run is, as the control plane started it (whatever the command rewrote
@@ -169,29 +186,36 @@ class NodeRun:
             return None
         return code if code >= 0 else 128 - code
 
-    def _wait(self, proc: subprocess.Popen[bytes]) -> None:
+    def _wait(self, proc: subprocess.Popen[bytes], kills: OomKills) -> None:
         """Wait for the command (a thread of its own), then stamp when it exited: the time
         it did, not when someone first asked, so that the nodes of a run are ordered by
-        their exits. What the command left in its group (``sleep &``) or in a session of its
-        own (``setsid daemon &``) would outlive it on its GPUs: it is SIGKILLed, while the
-        guard, exited but not yet reaped, still holds its pid (the group's id), and only
-        then is the guard reaped (:meth:`_kill_all`)."""
+        their exits, and count the OOM kills of its memory cgroup since it started
+        (``kills``: the evidence that a SIGKILL was the kernel's OOM killer's). What the
+        command left in its group (``sleep &``) or in a session of its own (``setsid daemon
+        &``) would outlive it on its GPUs: it is SIGKILLed, while the guard, exited but not
+        yet reaped, still holds its pid (the group's id), and only then is the guard reaped
+        (:meth:`_kill_all`)."""
         with contextlib.suppress(ChildProcessError):  # (reaped elsewhere: wait() says how)
             os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
         finished = time.time()
+        killed = kills.since()
         with self._lock:
             if self._killer is not None:
                 self._killer.cancel()
             self._kill_all()
             proc.wait()
+            self._oom_kills = killed
             self.finished_at = finished
 
     def status(self, offset: int = 0) -> dict[str, Any]:
         """The run's state and its output from byte ``offset``, in whole lines (all of it
         once the command has exited), at most :data:`CHUNK`: ``{"exit_code", "started_at",
-        "finished_at", "output", "offset", "more", "error", "stop"}``. ``offset`` in the
-        answer is where to ask from next; the caller keeps it, so an answer that was lost
-        on the way is asked for again. ``exit_code`` is None while the command runs."""
+        "finished_at", "output", "offset", "more", "error", "stop", "oom_kills"}``.
+        ``offset`` in the answer is where to ask from next; the caller keeps it, so an answer
+        that was lost on the way is asked for again. ``exit_code`` is None while the command
+        runs. ``oom_kills``: the OOM kills its memory cgroup counted while the command ran,
+        once it has exited (None before, or when the count cannot be read; an actor of an
+        earlier danlu leaves the field out)."""
         with self._lock:
             code = self.exit_code()
             output = self._read(max(0, offset), final=code is not None)
@@ -205,6 +229,7 @@ class NodeRun:
                 "more": code is not None and after < self._size(after),
                 "error": self._error,
                 "stop": self._stop[0] if self._stop else None,
+                "oom_kills": self._oom_kills if code is not None else None,
             }
 
     def stop(self, reason: str, grace: float) -> None:

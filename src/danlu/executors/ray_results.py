@@ -25,6 +25,7 @@ from danlu.executors.base import (
     gang_exit,
     host_oom,
 )
+from danlu.executors.oom_kills import killed_message
 
 Answers = Sequence[dict[str, Any] | None]
 """The actors' answers to one poll, in the order of the launch record's ``actors``."""
@@ -269,23 +270,50 @@ def exit_result(
     command exited (stamped by its actor as it happened), classified with the end of its
     log (``log_tail()``, read only then) and the stop ``reason``. It ended with its last
     node's exit, not when this poll saw it (the control plane may have been down meanwhile:
-    its run time is billed up to the exit), never after ``now`` nor before ``started``."""
+    its run time is billed up to the exit), never after ``now`` nor before ``started``.
+
+    A SIGKILL with OOM kills counted in the memory cgroup of the node whose exit is the
+    run's (:func:`oom_kills_of`) is the kernel's OOM killer's: an out-of-memory exit of the
+    host's memory (``host_memory``; :func:`~danlu.executors.base.host_oom`), as the local
+    executor's, whose error says so where no node's says anything
+    (:func:`~danlu.executors.oom_kills.killed_message`)."""
     if any(a["exit_code"] is None or a["more"] for a in answers):
         return None
     exits = sorted((a["finished_at"] or 0.0, a["exit_code"]) for a in answers)
     code = gang_exit(c for _, c in exits)
     tail = log_tail()
-    outcome = classify_exit(code, tail, reason)
+    kills = oom_kills_of(answers, code)
+    outcome = classify_exit(code, tail, reason, oom_killed=kills > 0)
+    host_memory = outcome is Outcome.OOM and host_oom(code, tail, kills > 0)
+    error = next((a["error"] for a in answers if a["error"]), "")
+    if host_memory and kills > 0 and not error:
+        error = killed_message(kills)
     result: dict[str, Any] = {
         "outcome": outcome.value,
         "exit_code": code,
         "started_at": started,
-        "error": next((a["error"] for a in answers if a["error"]), ""),
-        "host_memory": outcome is Outcome.OOM and host_oom(code, tail),
+        "error": error,
+        "host_memory": host_memory,
     }
     if (last := max((f for f, _ in exits), default=0.0)) > 0:
         result["finished_at"] = min(max(last, started), now)
     return result
+
+
+def oom_kills_of(answers: Sequence[dict[str, Any]], code: int) -> int:
+    """The OOM kills counted in the memory cgroup of the node whose exit is the run's
+    (``code``, :func:`~danlu.executors.base.gang_exit`'s: the first node by its exit with
+    that status) while its command ran: its answer's ``oom_kills``
+    (:meth:`NodeRun.status <danlu.executors.ray_actor.NodeRun.status>`). 0 where that
+    answer has no count (its cgroup's could not be read, or an actor of an earlier danlu
+    left the field out) or one that is not a count (a damaged answer is no evidence)."""
+    exits = sorted(
+        (a for a in answers if a["exit_code"] == code), key=lambda a: a["finished_at"] or 0.0
+    )
+    if not exits:
+        return 0
+    count = exits[0].get("oom_kills")
+    return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0
 
 
 def gang_stop_reason(codes: Sequence[int | None]) -> StopReason | None:
