@@ -7,22 +7,12 @@ of it. A page's position (:class:`~danlu.server.services.metrics.StepPosition`, 
 from __future__ import annotations
 
 import pytest
+from test_metrics_step_bound_review90c import NOW, _job_with_steps
 
 from danlu.core.errors import SpecError
 from danlu.server.db import Database
 from danlu.server.db.models import JobMetric
-from danlu.server.services import jobs, metrics, users
-
-NOW = 1_000_000.0
-
-
-def _job_with_steps(db: Database, steps: list[int]) -> str:
-    body = {"name": "m", "command": ["python", "train.py"], "resources": {"gpus": 1}}
-    with db.session() as s:
-        job = jobs.submit(s, body, users.get_user(s, "alice"), now=NOW)
-        records = [{"step": step, "n": i, "time": NOW + i} for i, step in enumerate(steps)]
-        metrics.ingest(s, job, records, now=NOW)
-        return job.id
+from danlu.server.services import metrics
 
 
 def _every_page(db: Database, job_id: str, limit: int) -> list[list[tuple[int, int]]]:
