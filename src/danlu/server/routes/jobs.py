@@ -189,11 +189,18 @@ def list_jobs(
             "since": since,
             "name": name,
         }
-        rows = jobs.list_jobs(
-            session, limit=limit, offset=offset, before_id=before_id, order=order, **filters
+        query = jobs.listed_jobs(session, **filters)  # the filters checked once
+        rows = jobs.page_of_jobs(
+            session,
+            query,
+            viewer=user,
+            limit=limit,
+            offset=offset,
+            before_id=before_id,
+            order=order,
         )
         if count:
-            response.headers[COUNT_HEADER] = str(jobs.count_jobs(session, **filters))
+            response.headers[COUNT_HEADER] = str(jobs.count_jobs(session, query))
         return jobs_out(session, rows)
 
 

@@ -171,14 +171,31 @@ def list_jobs(
     order: str = NEWEST,
 ) -> list[Job]:
     """Jobs, newest first (``order`` :data:`QUEUE`: by priority, then oldest first),
-    filtered as :func:`listed_jobs` says. ``before_id``: only the jobs submitted before that
-    one (a cursor: the last job of the page before, whose next page a job submitted
-    meanwhile does not shift, as it shifts one read by ``offset``); a :class:`SpecError`
-    naming it when the viewer has no job of that full id, or in the queue's order (which is
-    not by submission: it pages by ``offset``)."""
+    filtered as :func:`listed_jobs` says, a page of them as :func:`page_of_jobs` reads it."""
     query = listed_jobs(
         session, viewer=viewer, states=states, project=project, user=user, since=since, name=name
     )
+    return page_of_jobs(
+        session, query, viewer=viewer, limit=limit, offset=offset, before_id=before_id, order=order
+    )
+
+
+def page_of_jobs(
+    session: Session,
+    query: Select[Job],
+    *,
+    viewer: User | None = None,
+    limit: int = 100,
+    offset: int = 0,
+    before_id: str | None = None,
+    order: str = NEWEST,
+) -> list[Job]:
+    """A page of the jobs of ``query`` (:func:`listed_jobs`' for ``viewer``), newest first
+    (``order`` :data:`QUEUE`: by priority, then oldest first). ``before_id``: only the jobs
+    submitted before that one (a cursor: the last job of the page before, whose next page a
+    job submitted meanwhile does not shift, as it shifts one read by ``offset``); a
+    :class:`SpecError` naming it when the viewer has no job of that full id, or in the
+    queue's order (which is not by submission: it pages by ``offset``)."""
     if not 1 <= limit <= MAX_LIMIT:
         raise SpecError("limit", f"must be between 1 and {MAX_LIMIT}")
     if offset < 0:
@@ -195,20 +212,8 @@ def list_jobs(
     return list(session.scalars(query.order_by(*ordered).limit(limit).offset(offset)))
 
 
-def count_jobs(
-    session: Session,
-    *,
-    viewer: User | None = None,
-    states: Iterable[JobState | str] | None = None,
-    project: str | None = None,
-    user: str | None = None,
-    since: float | None = None,
-    name: str | None = None,
-) -> int:
-    """How many jobs :func:`listed_jobs` holds: all the pages of a listing of those filters."""
-    query = listed_jobs(
-        session, viewer=viewer, states=states, project=project, user=user, since=since, name=name
-    )
+def count_jobs(session: Session, query: Select[Job]) -> int:
+    """How many jobs ``query`` (:func:`listed_jobs`') holds: all the pages of its listing."""
     return session.scalar(select(func.count()).select_from(query.subquery())) or 0
 
 
