@@ -114,8 +114,15 @@ class AccountCalls:
         """``GET /users/{name}/events`` (admin, or the user itself): what happened to the
         user's account, oldest first, ``{"id", "user", "time", "kind", "actor",
         "detail"}``, after event ``after_id``; ``tail``: the newest ``limit`` of them."""
+        return self._history(f"/users/{seg(name, 'name')}/events", after_id, limit, tail)
+
+    def _history(
+        self, path: str, after_id: int | None, limit: int | None, tail: bool
+    ) -> list[dict[str, Any]]:
+        """``GET`` a history's page at ``path`` (a user's or a node's events): those after
+        event ``after_id``, at most ``limit``, the newest with ``tail``."""
         params = clean({"after_id": after_id, "limit": limit, "tail": "true" if tail else None})
-        return self._records("GET", f"/users/{seg(name, 'name')}/events", params=params)
+        return self._records("GET", path, params=params)
 
     def tokens(self, user: str) -> list[dict[str, Any]]:
         """``GET /users/{name}/tokens``: ``user``'s live tokens, without their secrets."""
@@ -216,8 +223,7 @@ class AccountCalls:
         """``GET /cluster/nodes/{name}/events``: what happened to the node, oldest first,
         ``{"id", "node", "time", "kind", "actor", "detail"}``, after event ``after_id``;
         ``tail``: the newest ``limit`` of them."""
-        params = clean({"after_id": after_id, "limit": limit, "tail": "true" if tail else None})
-        return self._records("GET", f"/cluster/nodes/{seg(name, 'node')}/events", params=params)
+        return self._history(f"/cluster/nodes/{seg(name, 'node')}/events", after_id, limit, tail)
 
     def cordon(
         self,
