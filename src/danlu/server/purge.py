@@ -24,7 +24,8 @@ from danlu.executors import Executor
 from danlu.server.db import Database
 from danlu.server.loops import clock_due
 from danlu.server.plane_lease import EXECUTOR_STATE
-from danlu.server.services import metrics, nodes, retention, users
+from danlu.server.services import metrics, retention, users
+from danlu.server.services.common import shown_time
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +236,7 @@ class Purger:
     def _said(self, done: list[str], removed: retention.Removed, t: float) -> None:
         """Log, once a pass, what the pass at ``t`` purged (``done``: the jobs) and the
         cutoff it purged by: the purge deleted files and rows with no word in the log."""
-        when = nodes.shown_time(retention.cutoff(self.days, t))
+        when = shown_time(retention.cutoff(self.days, t))
         shown = ", ".join(done[:5]) + (f" and {len(done) - 5} more" if len(done) > 5 else "")
         log.info(
             "retention: purged %d job(s) that finished before %s (DANLU_RETENTION_DAYS=%g): "

@@ -18,6 +18,7 @@ from danlu.core.errors import DanluError
 from danlu.core.state import JobState
 from danlu.server.db import Database, Job, Node
 from danlu.server.services import dependencies, jobs, nodes, sweeps
+from danlu.server.services.common import shown_time
 
 log = logging.getLogger(__name__)
 MAX_DEPENDENCY_CHAIN = 16
@@ -128,7 +129,7 @@ def close_nodes(db: Database, t: float, out: Upkeep) -> None:
             "drain" if draining else "cordon",
             reason,
             "; its preemptible jobs are preempted by checkpoint" if draining else "",
-            "" if open_at is None else f"; it ends at {nodes.shown_time(open_at)} (--until)",
+            "" if open_at is None else f"; it ends at {shown_time(open_at)} (--until)",
         )
     for node in opened:
         log.info(
@@ -136,7 +137,7 @@ def close_nodes(db: Database, t: float, out: Upkeep) -> None:
             "(it was %s%s)",
             node.name,
             "drain" if node.state == "draining" else "cordon",
-            nodes.shown_time(node.at),
+            shown_time(node.at),
             node.state,
             f": {node.reason}" if node.reason else "",
         )

@@ -44,8 +44,7 @@ from danlu.sched.view import JobStatus, Plan, Preempt
 from danlu.server.db.models import Gpu, Node, User
 from danlu.server.errors import NotFoundError
 from danlu.server.services import node_events
-from danlu.server.services.common import resolve_now
-from danlu.server.services.common import shown_time as shown_time  # upkeep's, purge's
+from danlu.server.services.common import resolve_now, shown_time
 
 DEFAULT_LAUNCH_FAILURE_LIMIT: Final = 3
 """Launches in a row failing for the node's reasons after which the node is cordoned."""
