@@ -20,8 +20,9 @@ from danlu.executors import slurm_task
 
 PY = sys.executable
 
-SLEEPS = ["/bin/sh", "-c", "trap 'exit 75' TERM; sleep 60 & wait"]
-"""A command that checkpoints (exit 75) on SIGTERM, else runs a minute."""
+SLEEPS = ["/bin/sh", "-c", "trap 'kill $!; exit 75' TERM; sleep 60 & wait"]
+"""A command that checkpoints (exit 75) on SIGTERM, else runs a minute. Its trap ends the
+``sleep`` too: after a stop the task waits for the rest of the command's process group."""
 
 
 def run_task(run_dir: Path, command: list[str], timeout: float = 30) -> int:
