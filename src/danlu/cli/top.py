@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -73,6 +73,7 @@ __all__ = [
     "NodeSummary",
     "NodesTable",
     "end_text",
+    "finished_counts",
     "frame",
     "gpu_holders",
     "gpu_label",
@@ -101,7 +102,9 @@ HOLDING = ACTIVE[:-1]
 """The active states but PENDING: the jobs holding GPUs (as many as the GPUs hold), which
 ``danlu top`` reads every one of; of the pending ones it reads the queue's head."""
 RECENT = 1000
-"""How many of the newest jobs ``danlu top`` reads for its counts of finished jobs."""
+"""How many of the newest jobs ``danlu top`` reads for its counts of finished jobs against a
+server that does not count jobs (``GET /jobs?count=true``); one that does is asked for each
+ended state's count (:func:`finished_counts`)."""
 
 
 def summary_line(
@@ -109,17 +112,26 @@ def summary_line(
     jobs: Sequence[dict[str, Any]],
     recent: int | None = None,
     pending: int | None = None,
+    *,
+    finished: Mapping[str, int] | None = None,
 ) -> Text:
     """``4 GPUs, 120.0GiB/320.0GiB allocated; RUNNING 3, PENDING 5, SUCCEEDED 12``; with
     ``recent`` (the finished jobs are only those among the newest ``recent``, where there are
     more), the finished jobs' counts say so: ``...; of the newest 1000 jobs: SUCCEEDED 990``.
-    ``pending``: how many jobs are PENDING, where ``jobs`` holds only the queue's head."""
+    ``pending``: how many jobs are PENDING, where ``jobs`` holds only the queue's head.
+    ``finished``: how many jobs are in each ended state (:data:`ENDED`; a state left out: 0),
+    counted by the server: those counts replace the finished jobs among ``jobs``, and
+    ``recent`` is not used (the counts are exact)."""
     gpus = [g for n in nodes for g in n.get("gpus") or []]
     total = sum(int(g.get("memory") or 0) for g in gpus)
     used = sum(int(g.get("allocated_memory") or 0) for g in gpus)
     counts = Counter(str(j.get("state")) for j in jobs)
     if pending is not None:
         counts["PENDING"] = pending
+    if finished is not None:
+        for state in ENDED:
+            counts[state] = finished.get(state, 0)
+        recent = None
     line = Text(f"{len(nodes)} node(s), {len(gpus)} GPU(s), ")
     line.append(f"{format_bytes(used)}/{format_bytes(total)} GPU memory allocated; ")
     parts = [f"{s} {counts[s]}" for s in STATE_STYLE if counts.get(s)]
@@ -139,11 +151,13 @@ def head(
     recent: int | None,
     problems: Sequence[str] = (),
     pending: int | None = None,
+    *,
+    finished: Mapping[str, int] | None = None,
 ) -> Text:
-    """A frame's first lines: :func:`summary_line` (``pending`` as it takes it), then (in
-    red) the first of ``problems``, the fields of the wrong type the server sent, left out
-    of the frame."""
-    line = summary_line(nodes, jobs, recent, pending)
+    """A frame's first lines: :func:`summary_line` (``pending`` and ``finished`` as it takes
+    them), then (in red) the first of ``problems``, the fields of the wrong type the server
+    sent, left out of the frame."""
+    line = summary_line(nodes, jobs, recent, pending, finished=finished)
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         line.append("\n" + visible(f"error: {problems[0]}{more}"), style="red")
@@ -188,22 +202,38 @@ def render(
     recent: int | None = None,
     problems: Sequence[str] = (),
     pending: int | None = None,
+    *,
+    finished: Mapping[str, int] | None = None,
 ) -> RenderableType:
     """One ``danlu top`` frame: a summary line, the GPU table and the first ``max_jobs``
     active jobs; with ``height`` (a live view), fitted to a terminal that many lines high
     (:class:`LiveFrame`), else all of it. ``recent``: the finished jobs among ``jobs`` are
     only those among the newest ``recent`` (:func:`summary_line`); ``problems`` are shown
     under that (:func:`head`). ``pending``: how many jobs are PENDING, where ``jobs`` holds
-    only the first of them in the queue's order (None: ``jobs`` holds every one)."""
+    only the first of them in the queue's order (None: ``jobs`` holds every one).
+    ``finished``: the server's counts of jobs in each ended state, shown instead of the
+    finished jobs among ``jobs`` (:func:`summary_line`)."""
     now = time.time() if now is None else now
     active = queue_order(jobs)
     count = _active_count(active, pending)
     shown = active[:max_jobs]
     if height is not None:
-        return LiveFrame(nodes, jobs, shown, count, now, width, height, recent, problems, pending)
+        return LiveFrame(
+            nodes,
+            jobs,
+            shown,
+            count,
+            now,
+            width,
+            height,
+            recent,
+            problems,
+            pending,
+            finished=finished,
+        )
     title = _jobs_title(count, len(shown))
     return Group(
-        head(nodes, jobs, recent, problems, pending),
+        head(nodes, jobs, recent, problems, pending, finished=finished),
         nodes_table(nodes),
         jobs_table(shown, now, title, width),
     )
@@ -217,18 +247,25 @@ def frame(
     problems: list[str] | None = None,
 ) -> RenderableType:
     """Fetch nodes, the active jobs a frame of ``max_jobs`` shows with how many there are
-    (:func:`shown_active_jobs`) and the recent finished ones (those among the newest
-    :data:`RECENT` jobs; the summary says so where there are more), and render one frame for
-    a console ``width`` wide (and, live, ``height`` high). Fields of the wrong type are left
-    out (:mod:`danlu.cli.reply_fields`), each named in ``problems``, or where that is None,
-    the first named in the frame."""
+    (:func:`shown_active_jobs`) and how many jobs are in each ended state
+    (:func:`finished_counts`), and render one frame for a console ``width`` wide (and, live,
+    ``height`` high). A server that does not count jobs has the finished jobs counted among
+    the newest :data:`RECENT` jobs instead (the summary says so where there are more).
+    Fields of the wrong type are left out (:mod:`danlu.cli.reply_fields`), each named in
+    ``problems``, or where that is None, the first named in the frame."""
     found: list[str] = []
     nodes = checked_nodes(client.nodes(), found)
     active, pending = shown_active_jobs(client, max_jobs, found)
-    seen = {str(j.get("id")) for j in active}
-    newest = checked_jobs(client.list_jobs(limit=RECENT), found)
-    recent = [j for j in newest if j.get("state") not in ACTIVE and str(j.get("id")) not in seen]
-    capped = RECENT if len(newest) >= RECENT else None
+    finished = finished_counts(client)
+    recent: list[dict[str, Any]] = []
+    capped: int | None = None
+    if finished is None:  # a server older than count=true: the newest jobs read, as before
+        seen = {str(j.get("id")) for j in active}
+        newest = checked_jobs(client.list_jobs(limit=RECENT), found)
+        recent = [
+            j for j in newest if j.get("state") not in ACTIVE and str(j.get("id")) not in seen
+        ]
+        capped = RECENT if len(newest) >= RECENT else None
     if problems is not None:
         problems.extend(found)
     shown = found if problems is None else []
@@ -241,7 +278,27 @@ def frame(
         recent=capped,
         problems=shown,
         pending=pending,
+        finished=finished,
     )
+
+
+def finished_counts(client: Client) -> dict[str, int] | None:
+    """How many jobs are in each ended state (:data:`ENDED`), as the server counts them: a
+    ``GET /jobs?state=S&count=true&limit=1`` for each state (:meth:`Client.count_jobs`), one
+    request a state, so that each count comes apart. None from a server older than
+    ``count`` (a reply without the count, or a 422 naming it): no more is asked of it."""
+    counts: dict[str, int] = {}
+    for state in ENDED:
+        try:
+            count = client.count_jobs(state)
+        except InvalidRequestError as exc:
+            if not parameter_not_taken(exc, "count"):
+                raise
+            return None
+        if count is None:
+            return None
+        counts[state] = count
+    return counts
 
 
 def shown_active_jobs(
@@ -309,8 +366,12 @@ class LiveFrame:
         recent: int | None = None,
         problems: Sequence[str] = (),
         pending: int | None = None,
+        *,
+        finished: Mapping[str, int] | None = None,
     ) -> None:
         self.nodes, self.jobs, self.shown = list(nodes), list(jobs), list(shown)
+        self.finished = None if finished is None else dict(finished)
+        """As :func:`summary_line` takes it: the server's counts of the finished jobs."""
         self.pending = pending
         """As :func:`render` takes it: how many jobs are PENDING, where :attr:`jobs` holds
         only the queue's head."""
@@ -348,7 +409,16 @@ class LiveFrame:
         def render(renderable: RenderableType) -> Lines:
             return console.render_lines(renderable, options, pad=False)
 
-        summary = render(head(self.nodes, self.jobs, self.recent, self.problems, self.pending))
+        summary = render(
+            head(
+                self.nodes,
+                self.jobs,
+                self.recent,
+                self.problems,
+                self.pending,
+                finished=self.finished,
+            )
+        )
         left = self.height - len(summary)
         every = render(self.jobs_part(len(self.shown)))
         gpus = self._gpus(render, max(left - len(every), left // 3))

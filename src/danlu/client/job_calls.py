@@ -121,6 +121,23 @@ class JobCalls(AccountCalls):
         total = header_count(response, COUNT_HEADER)
         return page, None if total is None else max(total, len(page))
 
+    def count_jobs(
+        self,
+        state: str | Sequence[str] | None = None,
+        *,
+        project: str | None = None,
+        user: str | None = None,
+        since: float | None = None,
+        name: str | None = None,
+    ) -> int | None:
+        """How many jobs match the filters (as :meth:`list_jobs` takes them), read from a
+        ``GET /jobs`` of one job with ``count=true`` (:meth:`list_jobs_counted`); None where
+        the reply has no count (a server older than it: one that also checks its query
+        parameters answers a 422 naming ``count`` instead)."""
+        filters: dict[str, Any] = {"project": project, "user": user, "since": since, "name": name}
+        _, total = self.list_jobs_counted(state, limit=1, **filters)
+        return total
+
     def iter_jobs(
         self,
         state: str | Sequence[str] | None = None,
