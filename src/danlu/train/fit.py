@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from danlu.core.errors import ConfigError
+from danlu.core.errors import ConfigError, DanluError
 from danlu.train.build import init
 from danlu.train.checks import whole_argument
 from danlu.train.context import TrainContext
@@ -43,19 +43,43 @@ def _evaluated(value: Any) -> float:
 
 def _evaluated_or_saved(ctx: TrainContext, evaluate: Callable[[TrainContext], Any]) -> float:
     """The epoch's metric from ``evaluate``; when ``evaluate`` fails (a bug in it, an
-    out-of-memory error while evaluating), the epoch's training is checkpointed first
-    (without a metric, where a checkpoint directory is set) and the error raised: before,
-    the run closed without a checkpoint and its restart trained the epoch again (from
-    scratch without periodic checkpoints). The restart resumes at the epoch's end and
-    evaluates it. A failed checkpoint is logged, and ``evaluate``'s error raised."""
+    out-of-memory error while evaluating, no number returned), the epoch's training is
+    checkpointed first (without a metric, where a checkpoint directory is set) and the error
+    raised: before, the run closed without a checkpoint and its restart trained the epoch
+    again (from scratch without periodic checkpoints). The restart resumes at the epoch's end
+    and evaluates it. A failed checkpoint is logged, and ``evaluate``'s error raised.
+
+    Distributed, the ranks agree on the outcome first (one collective on every rank, success
+    or not: :func:`~danlu.train.checkpoint.sharded.agree`): when ``evaluate`` failed on any
+    rank, every rank checkpoints without a metric and raises, the failing ranks their own
+    error and the others a :class:`~danlu.core.errors.DanluError` naming the failing ranks
+    (an ``OSError`` of the first failing rank's errno where it had one). Before, the failing
+    ranks raised alone while the others checkpointed the epoch with their metric and trained
+    on, waiting in the next collective until its timeout. Without a process group nothing
+    is exchanged."""
+    failure: Exception | None = None
+    metric = 0.0
     try:
-        return _evaluated(evaluate(ctx))
+        metric = _evaluated(evaluate(ctx))
+    except Exception as exc:
+        failure = exc
+    try:
+        if ctx.distributed.enabled:
+            from danlu.train.checkpoint.sharded import agree
+
+            what = f"fit(evaluate=...) at the end of epoch {ctx.epoch} (step {ctx.step_num})"
+            agree(failure, what, DanluError)
+        elif failure is not None:
+            raise failure
     except Exception:
         try:
             ctx.save()
         except Exception:
             log.exception("the checkpoint of step %d, after evaluate failed, failed", ctx.step_num)
         raise
+    finally:
+        failure = None  # no reference cycle through the raised error's traceback
+    return metric
 
 
 def fit(
@@ -82,8 +106,10 @@ def fit(
     ``max_steps`` or beyond trains no more. An ``evaluate`` that raises (or returns no
     number: a :class:`~danlu.core.errors.ConfigError` naming it) has the epoch's end
     checkpointed first, so that its restart evaluates the epoch without training it
-    again. ``max_steps`` is an integer >= 1 or None (no
-    step bound): 0, which trained nothing and said nothing, is a
+    again; distributed, an ``evaluate`` failing on some ranks only fails every rank alike
+    (the others with a :class:`~danlu.core.errors.DanluError` naming the failing ranks),
+    each having checkpointed the epoch's end without a metric. ``max_steps`` is an integer
+    >= 1 or None (no step bound): 0, which trained nothing and said nothing, is a
     :class:`~danlu.core.errors.ConfigError` naming it. Every other keyword goes to
     :func:`danlu.train.init` but ``dataset_size`` (it is ``len(dataset)``: a
     :class:`~danlu.core.errors.ConfigError`, as is a ``dataset`` without ``len()``). Returns

@@ -79,10 +79,11 @@ def agree(failure: BaseException | None, what: str, other: type[Exception] = Run
     """Collective: raise on every rank when ``what`` failed on any rank.
 
     A rank whose own step failed re-raises its ``failure``; the others raise an error naming
-    the first rank that failed and its message: an :class:`OSError` with the same errno
-    when it was one (so a full disk reads the same on every rank), else ``other``. Without
-    it a rank whose step failed leaves the others waiting in the next collective until the
-    process group's timeout, or going on alone.
+    every rank that failed and its message (``"<what> failed on rank 1: ...; on rank 3:
+    ..."``): an :class:`OSError` with the first one's errno when it was one (so a full disk
+    reads the same on every rank), else ``other``. Without it a rank whose step failed
+    leaves the others waiting in the next collective until the process group's timeout, or
+    going on alone.
     """
     dist = torch.distributed
     _, world = distributed_world()
@@ -91,11 +92,12 @@ def agree(failure: BaseException | None, what: str, other: type[Exception] = Run
     dist.all_gather_object(outcomes, outcome)
     if failure is not None:
         raise failure
-    for rank, outcome_of_rank in enumerate(outcomes):
-        if outcome_of_rank is not None:
-            message, code = outcome_of_rank
-            text = f"{what} failed on rank {rank}: {message}"
-            raise OSError(code, text) if isinstance(code, int) else other(text)
+    failed = [(rank, said) for rank, said in enumerate(outcomes) if said is not None]
+    if failed:
+        code = failed[0][1][1]
+        ranks = "; on ".join(f"rank {rank}: {message}" for rank, (message, _) in failed)
+        text = f"{what} failed on {ranks}"
+        raise OSError(code, text) if isinstance(code, int) else other(text)
 
 
 def _write_synced(path: str, data: bytes) -> None:
