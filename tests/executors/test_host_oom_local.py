@@ -22,13 +22,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from oom_reasons import GPU_NOTE, reason
+from oom_reasons import GPU_NOTE, TORCHRUN_AGENT, WORKER_FAILED, WORKER_SIGKILLED, reason
 from run_helpers import launch, wait
 
 from danlu.core.cluster import Cluster
 from danlu.executors import ExecStatus, LocalExecutor, Outcome, RunState, classify_exit
 from danlu.executors.base import host_oom
-from danlu.executors.oom_kills import OomKills, counter_file, read_count
+from danlu.executors.oom_kills import OomKills, counter_file, killed_message, read_count
 from danlu.server.run_exits import HOST_MEMORY_FIX
 
 LIMIT = 64 << 20
@@ -36,6 +36,9 @@ LIMIT = 64 << 20
 HOG = "chunks = [bytearray(16 << 20) for _ in range(64)]"
 """A job that wants 1 GiB, 16 MiB at a time (each written: bytearray zeroes its memory)."""
 SELF_KILLED = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+
+STEPD = "slurmstepd: error: Detected 1 oom_kill event in StepId=7.0. Some of the step tasks\n"
+CUDA_OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
 
 
 def _own_cgroups() -> dict[str, str]:
@@ -129,6 +132,46 @@ def test_a_job_the_oom_killer_ended_ran_out_of_host_memory(in_cgroup: str, tmp_p
     bare = wait(ex, ex.submit(launch("kill9", SELF_KILLED)), timeout=30)
     assert (bare.outcome, bare.signal, bare.host_memory) == (Outcome.FAILED, 9, False)
     assert reason(bare) == "failed (signal 9)"
+
+
+def _launcher(worker: str, report: str) -> str:
+    """A job that runs ``worker`` as its child, as torchrun's agent runs its workers, then
+    prints ``report`` and exits 1 as the agent does once the child died of SIGKILL."""
+    return (
+        "import subprocess, sys\n"
+        f"died = subprocess.run([sys.executable, '-c', {worker!r}]).returncode\n"
+        "assert died == -9, died\n"
+        f"sys.stdout.write({report!r})\n"
+        "sys.exit(1)\n"
+    )
+
+
+def test_a_torchrun_job_whose_worker_the_oom_killer_ended_ran_out_of_host_memory(
+    in_cgroup: str, tmp_path: Path
+) -> None:
+    """The worker's OOM kill counted while the job ran makes the agent's exit 1 the host's
+    memory; a worker that SIGKILLs itself (no OOM kill counted) leaves a failure."""
+    ex = LocalExecutor(
+        Cluster.homogeneous(1, 1, "A100-80GB"),
+        tmp_path / "state",
+        base_env={"PATH": "/usr/bin:/bin"},
+        python=in_cgroup,
+    )
+    job = launch("torchrun-hog", _launcher(HOG, WORKER_SIGKILLED))
+    status = wait(ex, ex.submit(job), timeout=30)
+    assert (status.outcome, status.exit_code, status.signal) == (Outcome.OOM, 1, None)
+    assert status.host_memory
+    killed = killed_message(1, worker=True)
+    assert status.message == killed
+    assert reason(status) == (
+        f"out of host memory (exit code 1; {killed}); not GPU memory: {HOST_MEMORY_FIX}"
+    )
+
+    bare = wait(
+        ex, ex.submit(launch("torchrun-kill9", _launcher(SELF_KILLED, WORKER_SIGKILLED))), 30
+    )
+    assert (bare.outcome, bare.exit_code, bare.host_memory) == (Outcome.FAILED, 1, False)
+    assert reason(bare) == "failed (exit code 1)"
 
 
 # -- the evidence, on its own --------------------------------------------------------------
@@ -225,6 +268,72 @@ def test_a_host_oom_needs_a_sigkill_and_evidence(
     """A CUDA out-of-memory error keeps the GPU's, even with a kill counted after it."""
     assert classify_exit(code, tail, oom_killed=oom_killed) is outcome
     assert host_oom(code, tail, oom_killed) is host
+
+
+@pytest.mark.parametrize(
+    ("code", "tail", "oom_killed", "outcome", "host"),
+    [
+        (1, WORKER_SIGKILLED, True, Outcome.OOM, True),
+        (1, STEPD + WORKER_SIGKILLED, False, Outcome.OOM, True),
+        (1, WORKER_SIGKILLED, False, Outcome.FAILED, False),
+        (1, CUDA_OOM + WORKER_SIGKILLED, True, Outcome.OOM, False),
+        (1, WORKER_FAILED, True, Outcome.FAILED, False),
+        (1, TORCHRUN_AGENT, True, Outcome.FAILED, False),
+        (0, WORKER_SIGKILLED, True, Outcome.SUCCEEDED, False),
+        (75, WORKER_SIGKILLED, True, Outcome.PREEMPTED, False),
+        (None, WORKER_SIGKILLED, True, Outcome.FAILED, False),
+    ],
+    ids=[
+        "oom-kill-counted",
+        "slurmstepd",
+        "admins-kill-9",
+        "cuda-oom",
+        "worker-exit-1",
+        "agent-log-line-alone",
+        "exit-0",
+        "checkpointed",
+        "no-exit-code",
+    ],
+)
+def test_a_torchrun_worker_the_oom_killer_ended_ran_out_of_host_memory(
+    code: int | None, tail: str, oom_killed: bool, outcome: Outcome, host: bool
+) -> None:
+    """torchrun's agent exits 1 after its report of a worker's ``exitcode -9``: with the
+    evidence of an OOM kill it is the host's memory; without it (an admin's ``kill -9`` of a
+    worker), with a CUDA out-of-memory error, or with a worker that exited 1 it is not. The
+    agent's own ``failed (exitcode: -9)`` line, printed at every failed attempt even when a
+    restart of the workers went on, is not the report."""
+    assert classify_exit(code, tail, oom_killed=oom_killed) is outcome
+    assert host_oom(code, tail, oom_killed) is host
+
+
+def test_a_torchrun_report_read_from_torch_itself_is_recognised() -> None:
+    """The report torch's own ``ChildFailedError`` formats, where torch is installed (its
+    layout is what :data:`~danlu.executors.base.WORKER_SIGKILLED` reads)."""
+    errors = pytest.importorskip("torch.distributed.elastic.multiprocessing.errors")
+    killed = errors.ProcessFailure(1, 4321, -9, "/nonexistent/error.json")
+    stopped = errors.ProcessFailure(0, 4320, 1, "/nonexistent/error.json")
+    report = errors.ChildFailedError("train.py", {1: killed, 0: stopped}).format_msg()
+    assert host_oom(1, report, oom_killed=True)
+    assert not host_oom(1, report, oom_killed=False)
+    alone = errors.ChildFailedError("train.py", {0: stopped}).format_msg()
+    assert not host_oom(1, alone, oom_killed=True)
+
+
+def test_a_torchrun_worker_killed_out_of_host_memory_says_so() -> None:
+    """The reason names host memory and the worker, not the run, as what was killed."""
+    worker = "a worker of it killed by the kernel's OOM killer: its memory cgroup counted 1 OOM"
+    status = ExecStatus(
+        RunState.EXITED,
+        outcome=Outcome.OOM,
+        exit_code=1,
+        message=f"{worker} kill while it ran",
+        host_memory=True,
+    )
+    assert killed_message(1, worker=True) == status.message
+    assert reason(status) == (
+        f"out of host memory (exit code 1; {status.message}); not GPU memory: {HOST_MEMORY_FIX}"
+    )
 
 
 def test_a_cuda_oom_keeps_its_gpu_note() -> None:

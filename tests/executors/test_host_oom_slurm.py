@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from oom_reasons import GPU_NOTE, reason
+from oom_reasons import GPU_NOTE, WORKER_SIGKILLED, reason
 from run_helpers import launch
 from slurm_fakes import START, Clock, Printed, fake_executor
 
@@ -80,6 +80,19 @@ def test_a_job_slurm_ended_out_of_memory_ran_out_of_host_memory(tmp_path: Path) 
     )
     (adopted,) = again.adopt()
     assert again.poll(adopted).host_memory
+
+
+def test_a_torchrun_worker_slurmstepd_saw_killed_ran_out_of_host_memory(tmp_path: Path) -> None:
+    """torchrun's agent on n1 exited 1 after reporting its worker's SIGKILL, and the log
+    has slurmstepd's line of the OOM kill: the host's memory, though Slurm's state is
+    ``FAILED``; without slurmstepd's line (an admin's ``kill -9``), a failure."""
+    stepd = "slurmstepd: error: Detected 1 oom_kill event in StepId=7.0. Some of the step tasks"
+    log = f"{stepd}\n{WORKER_SIGKILLED}"
+    status = _ended(tmp_path / "oom", "FAILED", "1:0", {"n1": 1, "n2": 0}, log)
+    assert (status.outcome, status.exit_code, status.host_memory) == (Outcome.OOM, 1, True)
+    assert reason(status) == f"out of host memory (exit code 1); not GPU memory: {HOST_MEMORY_FIX}"
+    bare = _ended(tmp_path / "kill9", "FAILED", "1:0", {"n1": 1, "n2": 0}, WORKER_SIGKILLED)
+    assert (bare.outcome, bare.exit_code, bare.host_memory) == (Outcome.FAILED, 1, False)
 
 
 def test_a_cuda_oom_in_a_slurm_job_keeps_its_gpu_note(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from oom_reasons import GPU_NOTE, reason
+from oom_reasons import GPU_NOTE, WORKER_SIGKILLED, reason
 from run_helpers import until_exit
 
 from danlu.executors import Outcome
@@ -138,6 +138,22 @@ def test_the_exit_is_classified_with_the_oom_kills_of_the_node_whose_exit_is_the
 ) -> None:
     result = _ended(answers)
     assert (result["outcome"], result["host_memory"], result["error"]) == (outcome, host, error)
+
+
+def test_a_torchrun_worker_the_oom_killer_ended_on_a_node_ran_out_of_host_memory() -> None:
+    """torchrun's agent on the node exits 1 after reporting its worker's SIGKILL: with the
+    kill counted there it is the host's memory, said of the worker; without, a failure."""
+    counted = _ended([_answer(0, 5.0), _answer(1, 4.0, oom_kills=1)], WORKER_SIGKILLED)
+    worker = killed_message(1, worker=True)
+    assert (counted["outcome"], counted["host_memory"], counted["error"]) == (
+        Outcome.OOM.value,
+        True,
+        worker,
+    )
+    said = reason(exited(counted, None))
+    assert said == f"out of host memory (exit code 1; {worker}); not GPU memory: {HOST_MEMORY_FIX}"
+    bare = _ended([_answer(1, 4.0, oom_kills=0)], WORKER_SIGKILLED)
+    assert (bare["outcome"], bare["host_memory"]) == (Outcome.FAILED.value, False)
 
 
 def test_a_cuda_oom_or_a_preemption_keeps_its_own_outcome() -> None:

@@ -13,7 +13,8 @@ Exit classification (:func:`classify_exit`): 0 is SUCCEEDED; :data:`PREEMPTED_EX
 the code ``danlu.train`` exits with after checkpointing on SIGTERM) is PREEMPTED; ``danlu.train``'s
 verdict that the job cannot fit its memory even at the smallest micro-batch, recognised in the
 log tail, is CANNOT_FIT; a CUDA or host out-of-memory error recognised there is OOM (one of
-the host's memory, :func:`host_oom`, said so by :attr:`ExecStatus.host_memory`); anything else
+the host's memory, :func:`host_oom`, said so by :attr:`ExecStatus.host_memory`: a SIGKILL of
+the run, or of a torchrun worker, with evidence of the kernel's OOM killer); anything else
 is FAILED.
 """
 
@@ -68,6 +69,19 @@ _LAUNCHER_TERMINATED = re.compile(
 )
 KILLED_EXIT_CODE = 137
 """128 + SIGKILL: what a shell reports for a process the kernel's OOM killer killed."""
+WORKER_SIGKILLED = re.compile(
+    r"^[ \t]*exitcode[ \t]*:[ \t]*-9[ \t]+\(pid:[ \t]*\d+\)"
+    r"|Signal 9 \(SIGKILL\) received by PID \d+",
+    re.MULTILINE,
+)
+"""torchrun's report of a worker that died of SIGKILL, as the kernel's OOM killer kills: its
+agent exits 1 after printing a ``ChildFailedError`` whose entry for each failed rank has a line
+``  exitcode  : -9 (pid: 4321)  (SIGKILL)`` and, as the worker wrote no error file,
+``  traceback : Signal 9 (SIGKILL) received by PID 4321`` (torch's
+``torch.distributed.elastic.multiprocessing.errors``; torch 1.x's ``exitcode: -9 (pid: 4321)``
+too). The agent's own log line of each failed attempt, ``failed (exitcode: -9) local_rank: 1
+(pid: 4321) of binary: ...``, is not the report (a restart after it may have succeeded), so
+the ``exitcode`` line must start the line."""
 SIGNAL_LIMIT = 65
 """Signal numbers are below it: Linux's run from 1 to ``SIGRTMAX``, 64 (the nodes' numbers,
 whatever this host's ``signal.NSIG``)."""
@@ -565,15 +579,21 @@ def gang_exit(codes: Iterable[int]) -> int:
 
 
 def host_oom(exit_code: int | None, log_tail: str = "", oom_killed: bool = False) -> bool:
-    """Whether an exited run died for the host's memory, not its GPUs': exit status 137 (a
-    SIGKILL, as the kernel's OOM killer sends) with evidence of an OOM kill, ``oom_killed``
-    (the OOM kill count of the memory cgroup the run's processes were in rose while it
-    ran: :mod:`~danlu.executors.oom_kills`, which the local executor's supervisor reads) or
-    an out-of-memory marker in its log tail (slurmstepd's ``oom-kill event``, a
-    ``MemoryError``), and no CUDA out-of-memory error there (the GPU's memory ran out
-    first). A bare SIGKILL is no evidence: an admin's ``kill -9``, a stop's grace that ran
-    out."""
-    if exit_code != KILLED_EXIT_CODE or _CUDA_OOM.search(log_tail):
+    """Whether an exited run died for the host's memory, not its GPUs': a SIGKILL, as the
+    kernel's OOM killer sends, with evidence of an OOM kill, and no CUDA out-of-memory error
+    in its log tail (the GPU's memory ran out first).
+
+    The SIGKILL is the run's own (exit status 137) or, under torchrun, a worker's: its agent
+    exits 1 (any failing status but :data:`PREEMPTED_EXIT_CODE` counts) after reporting the
+    worker's ``exitcode -9`` (:data:`WORKER_SIGKILLED`, in the log tail). The evidence is
+    ``oom_killed`` (the OOM kill count of the memory cgroup the run's processes were in rose
+    while it ran: :mod:`~danlu.executors.oom_kills`, which the local executor's supervisor
+    and the Ray executor's node actor read) or an out-of-memory marker in the log tail
+    (slurmstepd's ``oom-kill event``, a ``MemoryError``). A bare SIGKILL is no evidence: an
+    admin's ``kill -9`` (of the run or of a worker), a stop's grace that ran out."""
+    if exit_code in (None, 0, PREEMPTED_EXIT_CODE) or _CUDA_OOM.search(log_tail):
+        return False
+    if exit_code != KILLED_EXIT_CODE and not WORKER_SIGKILLED.search(log_tail):
         return False
     return oom_killed or bool(_HOST_OOM.search(log_tail))
 
@@ -593,9 +613,10 @@ def classify_exit(
     that even the smallest micro-batch ran out of memory in the log tail
     (:data:`CANNOT_FIT_MARK`) -> CANNOT_FIT; torch's ``OutOfMemoryError`` / "CUDA out of
     memory" there -> OOM, and so is a death for the host's memory (:func:`host_oom`: exit
-    status 137 with an out-of-memory marker there, or ``oom_killed``, the OOM kill count
-    of the run's memory cgroup up while it ran); anything else (including an unknown exit
-    code, and a SIGKILL with no such evidence) -> FAILED.
+    status 137, or torchrun's report of a worker's SIGKILL with a failing status, with an
+    out-of-memory marker there, or ``oom_killed``, the OOM kill count of the run's memory
+    cgroup up while it ran); anything else (including an unknown exit code, and a SIGKILL of
+    the run or of a worker with no such evidence) -> FAILED.
     """
     if exit_code == 0:
         return Outcome.SUCCEEDED

@@ -17,8 +17,9 @@ lost with its node (``node_lost``), which the control plane re-queues as a preem
 
 A run that died of SIGKILL while the OOM kill count of its memory cgroup rose (its supervisor
 counts them: :mod:`~danlu.executors.oom_kills`) ran out of the host's memory: an OOM with
-``host_memory`` (:func:`~danlu.executors.base.host_oom`), not a bare failure. A SIGKILL with
-no such count up stays a failure.
+``host_memory`` (:func:`~danlu.executors.base.host_oom`), not a bare failure, and so did a
+torchrun job whose agent exited 1 reporting a worker's SIGKILL (``exitcode : -9``) while the
+count rose. A SIGKILL (of the run or of a worker) with no such count up stays a failure.
 
 Logs: stdout and stderr of the job go to ``LOG_DIR/JOB_ID.log`` (appended across restarts).
 File names come only from validated job ids, and every path is resolved and checked to stay in
@@ -52,6 +53,7 @@ from danlu.core.errors import ConfigError
 from danlu.executors import oom_kills, records, supervise
 from danlu.executors.accounts import Account, os_account
 from danlu.executors.base import (
+    KILLED_EXIT_CODE,
     ExecStatus,
     GpuSharingExecutor,
     Handle,
@@ -484,7 +486,8 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
             outcome = classify_exit(code, tail, reason, oom_killed=killed)
             host_memory = outcome is Outcome.OOM and host_oom(code, tail, killed)
             if host_memory and killed and not message:
-                message = oom_kills.killed_message(done["oom_kills"])
+                worker = code != KILLED_EXIT_CODE  # torchrun's agent reported a worker's
+                message = oom_kills.killed_message(done["oom_kills"], worker)
         return ExecStatus(
             RunState.EXITED,
             outcome=outcome,

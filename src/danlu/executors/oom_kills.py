@@ -142,8 +142,10 @@ class OomKills:
         return now - self.start if now is not None and now >= self.start else None
 
 
-def killed_message(count: int) -> str:
+def killed_message(count: int, worker: bool = False) -> str:
     """What a run's status says of a death by SIGKILL that came with ``count`` OOM kills in
-    its memory cgroup (:meth:`OomKills.since`)."""
+    its memory cgroup (:meth:`OomKills.since`): the run's own death, or with ``worker`` a
+    worker's that its launcher reported before it exited (torchrun's, whose agent exits 1)."""
     kills = "1 OOM kill" if count == 1 else f"{count} OOM kills"
-    return f"killed by the kernel's OOM killer: its memory cgroup counted {kills} while it ran"
+    who = "a worker of it killed" if worker else "killed"
+    return f"{who} by the kernel's OOM killer: its memory cgroup counted {kills} while it ran"

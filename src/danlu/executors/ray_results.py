@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from danlu.executors.base import (
+    KILLED_EXIT_CODE,
     PREEMPTED_EXIT_CODE,
     ExecStatus,
     Outcome,
@@ -276,7 +277,8 @@ def exit_result(
     run's (:func:`oom_kills_of`) is the kernel's OOM killer's: an out-of-memory exit of the
     host's memory (``host_memory``; :func:`~danlu.executors.base.host_oom`), as the local
     executor's, whose error says so where no node's says anything
-    (:func:`~danlu.executors.oom_kills.killed_message`)."""
+    (:func:`~danlu.executors.oom_kills.killed_message`). So is that node's exit 1 of
+    torchrun's agent after its report of a worker's SIGKILL (``exitcode : -9``) in the log."""
     if any(a["exit_code"] is None or a["more"] for a in answers):
         return None
     exits = sorted((a["finished_at"] or 0.0, a["exit_code"]) for a in answers)
@@ -287,7 +289,7 @@ def exit_result(
     host_memory = outcome is Outcome.OOM and host_oom(code, tail, kills > 0)
     error = next((a["error"] for a in answers if a["error"]), "")
     if host_memory and kills > 0 and not error:
-        error = killed_message(kills)
+        error = killed_message(kills, worker=code != KILLED_EXIT_CODE)
     result: dict[str, Any] = {
         "outcome": outcome.value,
         "exit_code": code,

@@ -228,7 +228,8 @@ def run_result(
     ``exit_code``, ``signal``, ``started_at``, ``finished_at`` (``now`` when Slurm gives no
     end), ``error``, ``node_lost`` and ``host_memory`` (an OOM of the host's memory:
     Slurm's ``OUT_OF_MEMORY``, which ``error`` names with the limit it hit, or a SIGKILL with
-    slurmstepd's ``oom-kill event`` in the log: :func:`~danlu.executors.base.host_oom`).
+    slurmstepd's ``oom-kill event`` in the log, the run's or, reported by torchrun's agent
+    that exited 1, a worker's: :func:`~danlu.executors.base.host_oom`).
     ``log_tail`` reads the end of the run's log (for
     :func:`~danlu.executors.base.classify_exit`); ``log_dir`` is the executor's log
     directory, named in the error of a job Slurm could not launch. Slurm's ``OUT_OF_MEMORY``
