@@ -2,9 +2,11 @@
 with who did it (an admin, or null for the control plane: a window's start and end, the
 health checks, failed launches), a change that changes nothing none; the inventory's
 readings tell when a node joined, was lost, came back or changed GPUs, and its backend's
-reports when it went out of service and back, each once however many rounds repeat it. And
-``GET /cluster/nodes/{name}`` and ``/cluster/nodes/{name}/events``: any user, 404 naming an
-unknown node, a gone node's history still read. The services and the app on SQLite."""
+reports when it went out of service and back, each once however many rounds repeat it; a
+node listed in another rack or with other CPUs or host memory is ``changed``; each at the
+pass's time, not the clock's. And ``GET /cluster/nodes/{name}`` and
+``/cluster/nodes/{name}/events``: any user, 404 naming an unknown node, a gone node's history
+still read. The services (on SQLite and PostgreSQL) and the app (on SQLite)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,11 @@ from fastapi.testclient import TestClient
 
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster, Node, gpu_type
+from danlu.core.units import GiB
 from danlu.executors import FakeExecutor, FakeWorld
 from danlu.server.app import create_app
 from danlu.server.db import Database
+from danlu.server.health import HealthLoop, HealthProgram, ProgramResult
 from danlu.server.inventory import InventoryRefresh
 from danlu.server.services import cluster, node_events, nodes, users
 
@@ -86,17 +90,16 @@ def test_a_health_program_close_and_a_dropped_schedule_are_told(sqlite_db: Datab
     ]
 
 
-def test_a_node_lost_and_back_is_told_once_however_many_rounds_see_it(
-    sqlite_db: Database,
-) -> None:
+def test_a_node_lost_and_back_is_told_once_however_many_rounds_see_it(db: Database) -> None:
     """Through the inventory's refresh, as the reconcile loop runs it: node ``b`` leaves the
     inventory for three readings and comes back; the backend reports ``a`` down for three,
-    then serves it; ``a`` loses two GPUs. Each change is one event, whatever repeats it."""
+    then serves it; ``a`` loses two GPUs, then moves to another rack. Each change is one
+    event, whatever repeats it, at the time of the pass that saw it."""
     first = Cluster((Node("a", 4, H100), Node("b", 2, H100)))
-    with sqlite_db.session() as s:
+    with db.session() as s:
         cluster.replace_inventory(s, first.nodes, now=T)
     world = FakeWorld()
-    refresh = InventoryRefresh(sqlite_db, FakeExecutor(first, world), every=10.0)
+    refresh = InventoryRefresh(db, FakeExecutor(first, world), every=10.0)
     refresh.run(T)  # starts the clock
     steps = [
         (Cluster((Node("a", 4, H100),)), {}),
@@ -106,30 +109,80 @@ def test_a_node_lost_and_back_is_told_once_however_many_rounds_see_it(
         (first, {}),
         (Cluster((Node("a", 2, H100), Node("b", 2, H100))), {}),
         (Cluster((Node("a", 2, H100), Node("b", 2, H100))), {}),
+        (Cluster((Node("a", 2, H100, rack="r2"), Node("b", 2, H100))), {}),
+        (Cluster((Node("a", 2, H100, rack="r2"), Node("b", 2, H100))), {}),
     ]
     for step, (reading, down) in enumerate(steps, start=1):
         world.cluster, world.out_of_service = reading, down
         refresh.run(T + 10 * step)
-    down = "its backend reports it out of service: Slurm reports it DOWN: not responding"
-    assert _told(sqlite_db, "a") == [
-        ("joined", "in the inventory: 4x H100"),
-        ("lost", down),
-        ("back", "its backend serves it again"),
-        ("gpus_changed", "4x H100 -> 2x H100"),
+    reported = "its backend reports it out of service: Slurm reports it DOWN: not responding"
+    assert _history(db, "a") == [
+        (0, "joined", None, "in the inventory: 4x H100"),
+        (20, "lost", None, reported),
+        (50, "back", None, "its backend serves it again"),
+        (60, "gpus_changed", None, "4x H100 -> 2x H100"),
+        (80, "changed", None, "rack rack-0 -> r2"),
     ]
-    assert _told(sqlite_db, "b") == [
-        ("joined", "in the inventory: 2x H100"),
-        ("lost", "not in the inventory's reading"),
-        ("back", "in the inventory again: 2x H100"),
+    assert _history(db, "b") == [
+        (0, "joined", None, "in the inventory: 2x H100"),
+        (10, "lost", None, "not in the inventory's reading"),
+        (40, "back", None, "in the inventory again: 2x H100"),
     ]
 
 
-def _told(db: Database, name: str) -> list[tuple[str, str]]:
-    """What node ``name``'s history says, by the control plane alone (the inventory's
-    readings are timed by the wall clock, the backend's reports by the loop's)."""
-    history = _history(db, name)
-    assert {actor for _, _, actor, _ in history} == {None}
-    return [(kind, detail) for _, kind, _, detail in history]
+def test_a_node_listed_in_another_rack_or_with_other_cpus_or_memory_is_changed(
+    db: Database,
+) -> None:
+    """Each reading that changes a node's rack, CPUs or host memory is one ``changed`` event
+    naming what changed, and only that; one that changes its GPUs too writes
+    ``gpus_changed`` as well; the same listing again writes nothing."""
+
+    def node(name: str, gpus: int, rack: str, cpus: float, memory_gib: int) -> Node:
+        return Node(name, gpus, H100, int(cpus * 1000), memory_gib * GiB, rack)
+
+    readings = [
+        [node("a", 8, "r1", 64, 512), node("b", 8, "r1", 64, 512)],
+        [node("a", 8, "r2", 32, 256), node("b", 8, "r1", 64, 512)],
+        [node("a", 8, "r2", 32, 256), node("b", 8, "r1", 64, 512)],
+        [node("a", 4, "r2", 32, 128), node("b", 8, "r1", 64, 512)],
+        [node("a", 4, "r2", 32, 128), node("b", 8, "r1", 64, 512)],
+        [node("a", 4, "r2", 31.5, 128), node("b", 8, "r1", 64, 512)],
+    ]
+    for step, reading in enumerate(readings):
+        with db.session() as s:
+            cluster.replace_inventory(s, reading, now=T + 10 * step)
+    assert _history(db, "a") == [
+        (0, "joined", None, "in the inventory: 8x H100"),
+        (10, "changed", None, "rack r1 -> r2; 64 -> 32 CPUs; 512.0GiB -> 256.0GiB memory"),
+        (30, "gpus_changed", None, "8x H100 -> 4x H100"),
+        (30, "changed", None, "256.0GiB -> 128.0GiB memory"),
+        (50, "changed", None, "32 -> 31.5 CPUs"),
+    ]
+    assert _history(db, "b") == [(0, "joined", None, "in the inventory: 8x H100")]
+
+
+class _Verdicts(HealthProgram):
+    """A health program that says what it is told to, one verdict a run."""
+
+    def __init__(self, verdicts: list[ProgramResult]) -> None:
+        super().__init__("/bin/true")
+        self.verdicts = verdicts
+
+    def run(self) -> ProgramResult | None:
+        return self.verdicts.pop(0)
+
+
+def test_a_health_program_pass_times_its_close_and_reopening_by_the_pass(db: Database) -> None:
+    with db.session() as s:
+        cluster.replace_inventory(s, [Node("a", 1, H100)], now=T)
+    program = _Verdicts([ProgramResult(False, "NVLink down"), ProgramResult(True)])
+    loop = HealthLoop(db, None, program=program, hosts=["a"])
+    assert loop.run_once(now=T + 1) == ["a: closed: health program: NVLink down"]
+    assert loop.run_once(now=T + 2) == ["a: reopened"]
+    assert _history(db, "a")[1:] == [
+        (1, "cordoned", None, "health program: NVLink down"),
+        (2, "uncordoned", None, "was cordoned: health program: NVLink down; what closed it passed"),
+    ]
 
 
 def test_a_node_and_its_events_are_read_by_any_user(tmp_path: Path) -> None:

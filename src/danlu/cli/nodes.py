@@ -69,9 +69,9 @@ def node_show(
 ) -> None:
     """Show one node: its state (since when, why, until when), GPUs, rack and jobs, and
     what happened to it lately, each by whom ('-': the control plane itself): joined, lost,
-    back, GPUs changed, cordoned, drained, scheduled, uncordoned. A node gone from the
-    inventory shows its history. --json: the node (null when gone) with its last 100
-    events."""
+    back, GPUs changed, changed (rack, CPUs, memory), cordoned, drained, scheduled,
+    uncordoned. A node gone from the inventory shows its history. --json: the node (null
+    when gone) with its last 100 events."""
     data: dict[str, Any] | None = None
     gone: NotFoundError | None = None
     with common.connect(home, url, token) as client:

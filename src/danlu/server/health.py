@@ -373,7 +373,8 @@ class HealthLoop:
         mark = nodes.PROGRAM_REASON
         with self.db.session() as session:
             if result.passed:
-                return [f"{n}: reopened" for n in nodes.reopen_marked(session, self.hosts, mark)]
+                opened = nodes.reopen_marked(session, self.hosts, mark, t)
+                return [f"{n}: reopened" for n in opened]
             reasons = dict.fromkeys(self.hosts, result.reason)
             closed = nodes.close_marked(session, reasons, mark, t)
         return [f"{n}: closed: {mark}{result.reason}" for n in closed]

@@ -116,7 +116,7 @@ class InventoryRefresh:
         are synced with each reading (:meth:`sync_closed`); a sync that fails is made again
         at the next call, and a change recorded before it is still returned."""
         if self._unrecorded():
-            return self.record(self.executor.inventory())
+            return self.record(self.executor.inventory(), t)
         if not self.due(t):
             if not self._synced:  # the nodes the backend had out of service at start-up
                 self.sync_closed(t)
@@ -136,7 +136,7 @@ class InventoryRefresh:
                 "reading the executor's nodes works again (after %d failures)", self._outage[0]
             )
             self._outage = None
-        change = self.record(cluster)
+        change = self.record(cluster, t)
         try:
             self.sync_closed(t)
         except Exception:
@@ -197,8 +197,10 @@ class InventoryRefresh:
         recorded = self._recorded
         return recorded is not None and cluster is not recorded and cluster.nodes != recorded.nodes
 
-    def record(self, cluster: Cluster) -> InventoryChange | None:
-        """Record ``cluster``'s nodes in the store when they differ from those recorded."""
+    def record(self, cluster: Cluster, now: float | None = None) -> InventoryChange | None:
+        """Record ``cluster``'s nodes in the store when they differ from those recorded, as
+        read at ``now`` (the pass's time; None: the clock), which times their rows and the
+        events of the nodes' histories."""
         nodes = tuple(cluster.nodes)
         before = tuple(self._recorded.nodes) if self._recorded is not None else ()
         if nodes == before:
@@ -206,7 +208,7 @@ class InventoryRefresh:
             return None
         with self.db.session() as session:
             fake = any(session.scalars(select(NodeRow.fake)))
-            replace_inventory(session, nodes, fake=fake)
+            replace_inventory(session, nodes, fake=fake, now=now)
             over = over_committed(session)
         self._recorded = cluster
         change = compare(before, nodes)

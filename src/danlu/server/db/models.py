@@ -416,12 +416,12 @@ class UserEvent(Base):
 
 class NodeEvent(Base):
     """One thing that happened to a node (:mod:`danlu.server.services.node_events`): ``kind``
-    ``joined``, ``lost``, ``back``, ``gpus_changed``, ``cordoned``, ``drained``,
-    ``scheduled`` or ``uncordoned``; ``actor`` the name of the user who did it (null: the
-    control plane itself); ``detail`` what, in words. ``node`` is the node's name, not its
-    row's id: the history outlives the row (a node gone from the inventory loses its row,
-    and finds its history again when it is reported under its name). Kept for good, as job
-    events are."""
+    ``joined``, ``lost``, ``back``, ``gpus_changed``, ``changed`` (its rack, CPUs or host
+    memory), ``cordoned``, ``drained``, ``scheduled`` or ``uncordoned``; ``actor`` the name
+    of the user who did it (null: the control plane itself); ``detail`` what, in words.
+    ``node`` is the node's name, not its row's id: the history outlives the row (a node gone
+    from the inventory loses its row, and finds its history again when it is reported under
+    its name). Kept for good, as job events are."""
 
     __tablename__ = "node_events"
     __table_args__ = (Index("ix_node_events_node_id", "node", "id"),)

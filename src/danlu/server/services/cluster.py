@@ -81,6 +81,7 @@ def replace_inventory(
     )
     existing = {n.name: n for n in session.scalars(query)}
     listed = {n.name: _gpus(n) for n in existing.values() if n.position != ABSENT}
+    hosts = {name: node_events.Host.of(existing[name]) for name in listed}
     for name in set(existing) - set(names):
         gone = existing.pop(name)
         if not _keep_absent(gone):
@@ -116,7 +117,7 @@ def replace_inventory(
         rows.append(row)
     _count_inventory_change(session)
     session.flush()
-    node_events.inventory_told(session, listed, nodes, t)
+    node_events.inventory_told(session, listed, nodes, t, hosts)
     return rows
 
 

@@ -10,6 +10,9 @@ The kinds (:data:`KINDS`):
 - ``back``: listed again, or served again by its backend, after it was lost;
 - ``gpus_changed``: listed still, with other GPUs (``8x H100 -> 4x H100``; their memory
   too where only that changed);
+- ``changed``: listed still, in another rack or with other CPUs or host memory (``rack r1 ->
+  r2; 64 -> 32 CPUs; 512.0GiB -> 256.0GiB memory``, what changed alone); a reading that
+  changes its GPUs too writes both;
 - ``cordoned``, ``drained``: closed to new work now, with the reason and the end; one GPU's
   own close names it (``GPU 2: ...``). A close again that changes its reason or its end is
   one more; one that changes nothing is told of not at all;
@@ -60,11 +63,22 @@ JOINED: Final = "joined"
 LOST: Final = "lost"
 BACK: Final = "back"
 GPUS_CHANGED: Final = "gpus_changed"
+CHANGED: Final = "changed"
 CORDONED: Final = "cordoned"
 DRAINED: Final = "drained"
 SCHEDULED: Final = "scheduled"
 UNCORDONED: Final = "uncordoned"
-KINDS: Final = (JOINED, LOST, BACK, GPUS_CHANGED, CORDONED, DRAINED, SCHEDULED, UNCORDONED)
+KINDS: Final = (
+    JOINED,
+    LOST,
+    BACK,
+    GPUS_CHANGED,
+    CHANGED,
+    CORDONED,
+    DRAINED,
+    SCHEDULED,
+    UNCORDONED,
+)
 PRESENCE: Final = (JOINED, LOST, BACK)
 """The kinds that say whether the node is there (:func:`presence`)."""
 
@@ -223,20 +237,57 @@ class Gpus:
         return f"{self.count}x {self.type}" + (f" {format_bytes(self.memory)}" if memory else "")
 
 
+@dataclass(frozen=True, slots=True)
+class Host:
+    """A node's place and host resources as the inventory lists them: its rack, its CPUs
+    (milli-cores) and its host memory (bytes)."""
+
+    rack: str
+    cpu_milli: int
+    memory: int
+
+    @classmethod
+    def of(cls, node: CoreNode | Node) -> Host:
+        """The rack, CPUs and memory of ``node``, a reading's or its stored row's."""
+        return cls(node.rack, node.cpu_milli, node.memory)
+
+    def changes(self, new: Host) -> str:
+        """What differs in ``new``, the fields that changed alone: ``rack r1 -> r2; 64 ->
+        32 CPUs; 512.0GiB -> 256.0GiB memory``; empty when nothing did."""
+        parts: list[str] = []
+        if new.rack != self.rack:
+            parts.append(f"rack {self.rack} -> {new.rack}")
+        if new.cpu_milli != self.cpu_milli:
+            parts.append(f"{_cpus(self.cpu_milli)} -> {_cpus(new.cpu_milli)} CPUs")
+        if new.memory != self.memory:
+            parts.append(f"{format_bytes(self.memory)} -> {format_bytes(new.memory)} memory")
+        return "; ".join(parts)
+
+
+def _cpus(milli: int) -> str:
+    """``64`` for 64000 milli-cores, ``0.5`` for 500."""
+    return f"{milli / 1000:g}"
+
+
 def inventory_told(
     session: Session,
     before: Mapping[str, Gpus],
     after: Sequence[CoreNode],
     now: float | None = None,
+    hosts: Mapping[str, Host] | None = None,
 ) -> int:
     """Record what a new reading of the inventory, ``after``, changed from ``before`` (the
-    nodes the last reading listed, by name, with their GPUs): ``joined`` for a name never
-    listed, ``back`` for one listed again, ``lost`` for one no longer listed (none where it
-    was lost already), ``gpus_changed`` for one listed with other GPUs. The caller holds the
-    nodes' rows (:func:`~danlu.server.services.cluster.replace_inventory`). Returns how many
-    events were written."""
+    nodes the last reading listed, by name, with their GPUs; ``hosts``: with their racks,
+    CPUs and memory, none compared where left out): ``joined`` for a name never listed,
+    ``back`` for one listed again, ``lost`` for one no longer listed (none where it was lost
+    already), ``gpus_changed`` for one listed with other GPUs, ``changed`` for one listed in
+    another rack or with other CPUs or memory, each at ``now`` (None: the clock). The caller
+    holds the nodes' rows (:func:`~danlu.server.services.cluster.replace_inventory`).
+    Returns how many events were written."""
     t = resolve_now(now)
+    hosts = hosts or {}
     listed = {node.name: Gpus.of(node) for node in after}
+    listed_hosts = {node.name: Host.of(node) for node in after}
     came = [name for name in listed if name not in before]
     gone = [name for name in before if name not in listed]
     rows: list[tuple[str, str, str]] = []
@@ -256,6 +307,9 @@ def inventory_told(
         if old is not None and old != new:
             memory = old.text() == new.text()  # only the memory changed: say it
             rows.append((name, GPUS_CHANGED, f"{old.text(memory)} -> {new.text(memory)}"))
+        old_host = hosts.get(name) if old is not None else None
+        if old_host is not None and (changes := old_host.changes(listed_hosts[name])):
+            rows.append((name, CHANGED, changes))
     if rows:
         session.execute(
             insert(NodeEvent),

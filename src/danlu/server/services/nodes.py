@@ -620,7 +620,7 @@ def sync_backend(
     others = session.scalars(
         select(Node.name).where(Node.cordon_reason.startswith(EXECUTOR_REASON, autoescape=True))
     )
-    opened = reopen_marked(session, [n for n in others if n not in closed], EXECUTOR_REASON)
+    opened = reopen_marked(session, [n for n in others if n not in closed], EXECUTOR_REASON, now)
     node_events.backend_told(session, closed, now)
     return shut, opened
 

@@ -82,6 +82,7 @@ class NodeEventOut(BaseModel):
         "lost",
         "back",
         "gpus_changed",
+        "changed",
         "cordoned",
         "drained",
         "scheduled",
