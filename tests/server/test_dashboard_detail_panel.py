@@ -13,7 +13,12 @@
   them, and a new priority: a job whose row is on no page shown (an older job, a sweep's
   trial) could not be held, cancelled or rerun from the page, and no job's priority could be
   changed there; a priority that is not a whole number is refused on the page, naming it
-  (sent as it was, it would have reached the API as no number).
+  (sent as it was, it would have reached the API as no number);
+- a node's history: the page showed no node's events, so who cordoned or drained a node, when
+  and why, or since when it had its GPUs, was ``danlu node show``'s only. A node's name in the
+  Cluster table opens its panel: its state line and its last events, newest first (time, kind,
+  by whom, detail), followed by the refreshes; a node gone from the inventory shows its
+  history with a note.
 
 Without ``/usr/bin/chromium`` these tests are skipped, unless ``DANLU_TEST_REQUIRE_BROWSER``
 is set."""
@@ -228,3 +233,58 @@ def test_the_panel_acts_on_its_job_and_sets_its_priority(live: Live, browser: An
         assert errors == []
     finally:
         context.close()
+
+
+_MARKUP = '<img src=x onerror="window.pwned=1">'
+
+
+def test_a_node_clicked_shows_its_state_and_history_newest_first(live: Live, page: Any) -> None:
+    from playwright.sync_api import Route, expect
+
+    with live.client() as c:
+        for action, body in (("cordon", {"reason": _MARKUP}), ("uncordon", {})):
+            c.post(f"/cluster/nodes/localhost/{action}", json=body).raise_for_status()
+        c.post("/cluster/nodes/localhost/cordon", json={"reason": "new DIMMs"}).raise_for_status()
+    page.fill("#token", live.token)
+    page.click("#login button")
+    name = page.locator('#nodes tr[data-node="localhost"] button[data-action="show-node"]')
+    expect(name).to_have_text("localhost (fake)")  # on the node's first row only
+    name.focus()
+    page.keyboard.press("Enter")  # a button: the keyboard opens it as a click does
+    panel = page.locator("#node-detail")
+    expect(panel).to_be_visible()
+    expect(page.locator("#node-title")).to_have_text("node localhost (fake)")
+    expect(page.locator("#node-state")).to_contain_text("cordoned since ")
+    expect(page.locator("#node-state")).to_contain_text(": new DIMMs")
+    expect(page.locator("#node-note")).to_have_text("")
+    rows = page.locator("#node-events tbody tr")
+    kinds = ["cordoned", "uncordoned", "cordoned", "joined"]  # newest first
+    expect(rows.locator("td:nth-child(2)")).to_have_text(kinds)
+    expect(rows.locator("td:nth-child(3)")).to_have_text(["admin", "admin", "admin", "-"])
+    details = ["new DIMMs", f"was cordoned: {_MARKUP}", _MARKUP, "in the inventory: 2x generic"]
+    expect(rows.locator("td:nth-child(4)")).to_have_text(details)  # markup shown as text
+    assert page.locator("#node-detail img").count() == 0
+    assert page.evaluate("window.pwned") is None
+    # the time as the job's events say it: the browser's local date and time
+    with live.client() as c:
+        newest = c.get("/cluster/nodes/localhost/events").json()[-1]["time"]
+        local = page.evaluate("(t) => new Date(t * 1000).toLocaleString()", newest)
+        expect(rows.first.locator("td").first).to_have_text(local)
+        c.post("/cluster/nodes/localhost/uncordon").raise_for_status()  # the panel follows it
+    expect(rows).to_have_count(5)
+    expect(rows.first.locator("td").nth(1)).to_have_text("uncordoned")
+    expect(page.locator("#node-state")).to_have_text("ready")
+    page.click("#node-close")
+    expect(panel).to_be_hidden()
+
+    def gone(route: Route) -> None:  # the node left the inventory; its history stays
+        route.fulfill(status=404, json={"error": {"message": "node 'localhost' not found"}})
+
+    page.route("**/api/v1/cluster/nodes/localhost", gone)
+    name.click()
+    expect(panel).to_be_visible()
+    expect(page.locator("#node-note")).to_have_text("not in the inventory now: its history is kept")
+    expect(page.locator("#node-title")).to_have_text("node localhost")
+    expect(page.locator("#node-state")).to_have_text("")
+    expect(rows).to_have_count(5)
+    expect(page.locator("#status")).not_to_have_class("error")

@@ -1,7 +1,8 @@
 // The dashboard's requests to the REST API (/api/v1), each with the token kept in this tab's
 // sessionStorage only. The page's scripts are classic scripts that share one global scope,
-// loaded in the order of index.html: api.js, common.js, cluster.js, jobs.js, tables.js,
-// detail.js, app.js (each uses what the ones before it define; app.js starts the page).
+// loaded in the order of index.html: api.js, common.js, cluster.js, nodes.js, jobs.js,
+// tables.js, detail.js, app.js (each uses what the ones before it define; app.js starts the
+// page).
 "use strict";
 
 const API = "/api/v1";

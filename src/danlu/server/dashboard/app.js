@@ -122,8 +122,8 @@ async function refresh() {
     const updated = "updated " + new Date().toLocaleTimeString();
     const failed = session.actionError;
     setStatus(failed ? updated + "; " + failed : updated, failed !== "");
-    // the open panels follow their job and sweep
-    await Promise.all([followShownJob(mine), followShownSweep(mine)]);
+    // the open panels follow their job, sweep and node
+    await Promise.all([followShownJob(mine), followShownSweep(mine), followShownNode(mine)]);
   } catch (error) {
     if (usageDue) refreshes = 0;  // the next one asks for the usage this one did not get
     if (mine !== session.generation) return;  // a newer refresh tells how things stand
@@ -168,6 +168,7 @@ function clearView() {
     document.getElementById(id).textContent = "";
   }
   clearDetail();
+  clearNode();
 }
 
 function signOut(message) {
@@ -187,6 +188,7 @@ function signOut(message) {
   showSignedIn(false);
   closeDetail();
   closeSweep();
+  closeNode();
   clearView();
   setStatus(message || "signed out", Boolean(message));
 }
@@ -238,6 +240,7 @@ document.getElementById("metric-key").addEventListener("change", (event) => {
 });
 document.getElementById("detail-close").addEventListener("click", closeDetail);
 document.getElementById("sweep-close").addEventListener("click", closeSweep);
+document.getElementById("node-close").addEventListener("click", closeNode);
 document.getElementById("filter").addEventListener("change", filterJobs);
 document.getElementById("jobs-older").addEventListener("click", () => turnJobPage(true));
 document.getElementById("jobs-newer").addEventListener("click", () => turnJobPage(false));

@@ -1,5 +1,5 @@
 // The Cluster table: the nodes and their GPUs, and an admin's cordon, drain and uncordon of a
-// node or of one GPU. Uses api.js and common.js.
+// node or of one GPU; a node's name opens its panel (nodes.js). Uses api.js and common.js.
 "use strict";
 
 function bar(used, total) {
@@ -22,24 +22,14 @@ function renderNodes(nodes) {
   const states = {};
   for (const node of nodes) {
     const state = node.state || "ready";
-    const name = node.name + (node.fake ? " (fake)" : "");  // as danlu nodes and top say it
     states[state] = (states[state] || 0) + 1;
-    let why = state !== "ready" && node.cordon_reason ? state + ": " + node.cordon_reason : state;
-    if (state !== "ready" && node.open_at !== null && node.open_at !== undefined) {  // its end
-      why += "; until " + new Date(node.open_at * 1000).toLocaleString();
-    }
-    if (node.close_at !== null && node.close_at !== undefined) {  // a maintenance window
-      const when = new Date(node.close_at * 1000).toLocaleString();
-      const ends = node.close_until !== null && node.close_until !== undefined
-        ? " until " + new Date(node.close_until * 1000).toLocaleString() : "";
-      why += "; " + node.close_action + " at " + when + ends + (node.close_reason ? ": " + node.close_reason : "");
-    }
+    const why = nodeWhy(node, false);
     if (node.gpus.length === 0) {
       // a node with no GPUs (a CPU node of a Slurm partition, one whose GPUs all left the
       // reading): a row of its own all the same, with its state and its admin's actions
       const row = el("tr");
       row.dataset.node = node.name;
-      row.appendChild(el("td", name));
+      row.appendChild(nodeNameCell(node));
       row.appendChild(el("td", why, "why node-" + state));
       for (let i = 0; i < 5; i += 1) row.appendChild(el("td", "-"));  // gpu .. jobs
       row.appendChild(nodeActions(node, state));
@@ -52,7 +42,7 @@ function renderNodes(nodes) {
       const row = el("tr");
       row.dataset.node = node.name;
       row.dataset.gpu = gpu.index;
-      row.appendChild(el("td", i === 0 ? name : ""));
+      row.appendChild(i === 0 ? nodeNameCell(node) : el("td", ""));
       row.appendChild(el("td", i === 0 ? why : "", "why node-" + state));
       const gpuState = gpu.state || "ready";
       const gpuWhy = gpuState === "ready" ? "" : " (" + gpuState + (gpu.cordon_reason ? ": " + gpu.cordon_reason : "") + ")";
@@ -72,6 +62,32 @@ function renderNodes(nodes) {
   document.getElementById("summary").textContent =
     nodes.length + " node(s) (" + nodeStates + "), " + gpus + " GPU(s), " +
     allocated.toFixed(1) + " allocated";
+}
+
+function nodeNameCell(node) {
+  // the node's name (as danlu nodes and top say it: "(fake)" for a node of fake GPUs), a
+  // button that opens its panel (showNode() of nodes.js): its state line and history
+  const name = node.name + (node.fake ? " (fake)" : "");
+  return linkCell(name, "show-node", () => showNode(node.name));
+}
+
+function nodeWhy(node, since) {
+  // a node's state, and its reason and end when it is closed, and a close scheduled for it
+  // (a maintenance window): "cordoned: new DIMMs; until 5/3/2026, 6:00:00 AM"; since: with
+  // when it was closed, as danlu node show says it ("cordoned since ...: new DIMMs")
+  const state = node.state || "ready";
+  const given = (value) => value !== null && value !== undefined;
+  const moment = (seconds) => new Date(seconds * 1000).toLocaleString();
+  let why = state;
+  if (state !== "ready" && since && given(node.cordoned_at)) why += " since " + moment(node.cordoned_at);
+  if (state !== "ready" && node.cordon_reason) why += ": " + node.cordon_reason;
+  if (state !== "ready" && given(node.open_at)) why += "; until " + moment(node.open_at);  // its end
+  if (given(node.close_at)) {  // a maintenance window
+    const ends = given(node.close_until) ? " until " + moment(node.close_until) : "";
+    why += "; " + node.close_action + " at " + moment(node.close_at) + ends +
+      (node.close_reason ? ": " + node.close_reason : "");
+  }
+  return why;
 }
 
 function gpuJobsText(gpu) {

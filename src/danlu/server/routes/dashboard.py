@@ -25,6 +25,7 @@ FILES: Final = {
     "api.js": _SCRIPT,
     "common.js": _SCRIPT,
     "cluster.js": _SCRIPT,
+    "nodes.js": _SCRIPT,
     "jobs.js": _SCRIPT,
     "tables.js": _SCRIPT,
     "detail.js": _SCRIPT,
