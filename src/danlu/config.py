@@ -37,13 +37,14 @@ DANLU_URL            server URL for the CLI (overrides     unset (``DANLU_HOME/s
 DANLU_TOKEN          API token for the CLI                 unset (``DANLU_HOME/admin.token``)
 DANLU_MAX_BODY_BYTES the most bytes of a request body     ``33554432`` (32 MiB)
                      (413 past it)
-DANLU_LOG_MAX_MB     the most MiB of a local job's log;    ``1024`` (0: no cap)
-                     past it, its newest part moves to
-                     ``JOB.log.1`` and the log starts anew
+DANLU_LOG_MAX_MB     the most MiB of a job's log (every    ``1024`` (0: no cap)
+                     executor's); past it, its newest part
+                     moves to ``JOB.log.1`` and the log
+                     starts anew
 ==================== ===================================== ===================================
 
-A setting of one executor (``DANLU_RAY_ADDRESS``, ``DANLU_SLURM_*``, ``DANLU_LOG_MAX_MB``)
-with another executor is refused at start-up (:func:`check_executor_settings`), not ignored.
+A setting of one executor (``DANLU_RAY_ADDRESS``, ``DANLU_SLURM_*``) with another executor
+is refused at start-up (:func:`check_executor_settings`), not ignored.
 
 The webhook sender's proxies come from the usual ``HTTPS_PROXY``, ``HTTP_PROXY``,
 ``ALL_PROXY`` and ``NO_PROXY`` (:func:`outbound_proxies`).
@@ -170,7 +171,7 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 
 _MIB = 1024**2
 DEFAULT_LOG_MAX_MB = 1024.0
-"""The default cap on a local job's log, in MiB (``DANLU_LOG_MAX_MB``)."""
+"""The default cap on a job's log, in MiB (``DANLU_LOG_MAX_MB``)."""
 
 
 def _size_with_unit(value: Any, unit: int) -> Any:
@@ -226,12 +227,12 @@ class Settings(BaseSettings):
     read (twice a batch of 1,000 metric records of 16 KiB)."""
 
     log_max_mb: float = Field(default=DEFAULT_LOG_MAX_MB, ge=0, le=1 << 20, allow_inf_nan=False)
-    """The most MiB a local job's log may take: past it, at a heartbeat of the job's
-    supervisor, the log's newest part (half the cap, at most 256 MiB) moves to
-    ``JOB_ID.log.1`` and the log starts anew with a line saying so
-    (:mod:`danlu.executors.logcap`); :attr:`log_max_bytes` in bytes. 0: no cap. The local
-    executor's only (:data:`EXECUTOR_SETTINGS`): a Slurm run's log is written by
-    ``slurmstepd`` (docs/slurm.md: logrotate's ``copytruncate``)."""
+    """The most MiB a job's log may take: past it, the log's newest part (half the cap, at
+    most 256 MiB) moves to ``JOB_ID.log.1`` and the log starts anew with a line saying so
+    (:mod:`danlu.executors.logcap`); :attr:`log_max_bytes` in bytes. 0: no cap. Every
+    executor's: checked at each heartbeat of a local job's supervisor, every half second by
+    the task of a Slurm run's first node (:mod:`danlu.executors.slurm_task`), at each poll
+    that appends a Ray run's output (:mod:`danlu.executors.ray_output`)."""
 
     retention_days: float = Field(default=0.0, ge=0, le=36500, allow_inf_nan=False)
     """Days a finished job keeps its stored metrics, its logs and run records and the
@@ -511,7 +512,6 @@ EXECUTOR_SETTINGS: tuple[tuple[str, str, str], ...] = (
     ("slurm_sbatch_options", "slurm", "DANLU_SLURM_SBATCH_OPTIONS"),
     ("slurm_pending_limit", "slurm", "DANLU_SLURM_PENDING_LIMIT"),
     ("ray_address", "ray", "--ray-address (DANLU_RAY_ADDRESS)"),
-    ("log_max_mb", "local", "DANLU_LOG_MAX_MB"),
 )
 """The settings of one executor: (field, the executor it applies to, its flag and variable
 as errors name them)."""

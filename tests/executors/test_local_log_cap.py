@@ -17,7 +17,7 @@ from typing import BinaryIO
 
 import pytest
 
-from danlu.config import check_executor_settings, load_settings
+from danlu.config import load_settings
 from danlu.core.cluster import Cluster
 from danlu.core.errors import ConfigError
 from danlu.devices.inventory import fake_inventory
@@ -229,13 +229,3 @@ def test_a_link_the_job_put_at_the_older_part_is_replaced_not_written_through(
     assert victim.read_bytes() == b"secret"
     kept = tmp_path / "j.log.1"
     assert not kept.is_symlink() and kept.read_bytes() == b"line\n" * 204  # 1 KiB, whole lines
-
-
-def test_the_setting_given_to_a_cluster_executor_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("DANLU_LOG_MAX_MB", "512")
-    with pytest.raises(ConfigError, match="DANLU_LOG_MAX_MB applies to --executor local"):
-        check_executor_settings(load_settings(home=tmp_path, executor="slurm"))
-    monkeypatch.setenv("DANLU_LOG_MAX_MB", "")  # empty: unset
-    check_executor_settings(load_settings(home=tmp_path, executor="slurm"))

@@ -73,7 +73,7 @@ from danlu.executors.errors import (
     NodeLaunchError,
     is_node_fault,
 )
-from danlu.executors.rundirs import RunDirExecutor
+from danlu.executors.rundirs import RunDirExecutor, check_log_max_bytes
 
 log = logging.getLogger(__name__)
 
@@ -145,16 +145,7 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
             isinstance(heartbeat, int | float) and 0 < heartbeat < math.inf
         ):
             raise ConfigError(f"heartbeat: {heartbeat!r} is not a positive number of seconds")
-        if (
-            isinstance(log_max_bytes, bool)
-            or not isinstance(log_max_bytes, int)
-            or log_max_bytes < 0
-        ):
-            raise ConfigError(
-                f"log_max_bytes: {log_max_bytes!r} is not a size in bytes; give a whole number "
-                "of bytes, or 0 for no cap"
-            )
-        self._log_max_bytes = log_max_bytes
+        self._log_max_bytes = check_log_max_bytes(log_max_bytes)
         self._cluster = cluster
         self._init_runs(state_dir, log_dir, cancel_grace)
         self._base_env = {k: v for k, v in (base_env or {}).items() if not k.startswith("DANLU_")}

@@ -1,12 +1,16 @@
-"""A cap on the size of a local run's log, kept by its supervisor (``DANLU_LOG_MAX_MB``).
+"""A cap on the size of a run's log (``DANLU_LOG_MAX_MB``), kept by the one process of the
+run that holds the log while the job writes to it.
 
-The job's stdout and stderr are its log file's descriptor (opened ``O_APPEND``), so a job
-printing in a loop would fill the disk. Its supervisor (:mod:`danlu.executors.supervise`)
+A local job's stdout and stderr are its log file's descriptor (opened ``O_APPEND``), so a
+job printing in a loop would fill the disk. Its supervisor (:mod:`danlu.executors.supervise`)
 checks the log's size at each heartbeat (:class:`LogCap`): past the cap, the log's newest
-part is copied to ``JOB_ID.log.1`` and the log truncated to one line saying so.
+part is copied to ``JOB_ID.log.1`` and the log truncated to one line saying so. A Slurm
+run's log (``sbatch --output``, ``--open-mode=append``) is capped so by the per-node task of
+its first node (:mod:`danlu.executors.slurm_task`), a Ray run's by the control plane as it
+appends the actors' output (:mod:`danlu.executors.ray_output`).
 
-Standard library only: the supervisor runs as a plain script under ``python -I`` and loads
-this file next to it.
+Standard library only: the supervisor and the Slurm task run as plain scripts under
+``python -I`` and load this file next to them.
 """
 
 from __future__ import annotations
@@ -52,17 +56,32 @@ class LogCap:
     its start. What the job writes between the copy and the truncation is lost, and the log
     may pass the cap by what the job writes in one heartbeat. Nothing here raises: a copy
     that fails (a full disk) truncates all the same, and the line says the older part was
-    not kept."""
+    not kept. ``warn`` says why a check failed (default: a line on stderr, which is the log
+    for the supervisor)."""
 
-    def __init__(self, fd: int, cap: int, path: Path, replacing: Replacing) -> None:
+    def __init__(
+        self,
+        fd: int,
+        cap: int,
+        path: Path,
+        replacing: Replacing,
+        warn: Callable[[str], object] | None = None,
+    ) -> None:
         self.fd = fd
         self.cap = cap
         self.path = path
         self.kept = path.with_name(f"{path.name}.1")
         self._replacing = replacing
+        self._warn = warn or _said_on_stderr
 
     @classmethod
-    def of(cls, spec: dict[str, Any], replacing: Replacing, fd: int = 1) -> LogCap | None:
+    def of(
+        cls,
+        spec: dict[str, Any],
+        replacing: Replacing,
+        fd: int = 1,
+        warn: Callable[[str], object] | None = None,
+    ) -> LogCap | None:
         """The cap of the launch record ``spec`` (:func:`log_cap_bytes`) on descriptor
         ``fd``; None when it sets none, or ``fd`` is not the file at its ``log_path`` (the
         supervisor run in-process, as the tests do, or started by hand: its stdout is some
@@ -77,7 +96,7 @@ class LogCap:
             return None
         if not stat.S_ISREG(mine.st_mode) or not _same_file(mine, there):
             return None
-        return cls(fd, cap, Path(path), replacing)
+        return cls(fd, cap, Path(path), replacing, warn)
 
     def note(self, not_kept: str | None = None) -> str:
         """The line that starts the log once it was truncated: why, and where its older
@@ -95,8 +114,7 @@ class LogCap:
             os.ftruncate(self.fd, 0)
             os.write(self.fd, self.note(not_kept).encode())
         except OSError as exc:
-            with suppress(OSError):  # (stderr is the log: it may be what failed)
-                print(f"danlu supervisor: cannot cap the log: {exc}", file=sys.stderr, flush=True)
+            self._warn(f"cannot cap the log: {exc}")
             return False
         return True
 
@@ -130,6 +148,11 @@ class LogCap:
         except OSError as exc:
             return f"its older part was not kept ({exc.strerror or exc})"
         return None
+
+
+def _said_on_stderr(message: str) -> None:
+    with suppress(OSError):  # (stderr is the supervisor's log: it may be what failed)
+        print(f"danlu supervisor: {message}", file=sys.stderr, flush=True)
 
 
 def _same_file(a: os.stat_result, b: os.stat_result) -> bool:

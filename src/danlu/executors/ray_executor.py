@@ -126,7 +126,12 @@ from danlu.executors.ray_results import START_FAILED_ON
 from danlu.executors.ray_stops import CALL_TIMEOUT
 from danlu.executors.ray_stops import KILL_RETRY as KILL_RETRY  # re-exported: it lived here
 from danlu.executors.ray_stops import KILLED as KILLED  # re-exported: it lived here
-from danlu.executors.rundirs import DEFAULT_PREEMPT_GRACE, RESULT, RESULT_FIELDS
+from danlu.executors.rundirs import (
+    DEFAULT_PREEMPT_GRACE,
+    RESULT,
+    RESULT_FIELDS,
+    check_log_max_bytes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +176,10 @@ class RayExecutor(RayPolls, MultiNodeExecutor, GpuSharingExecutor):
     ``state_dir``): the build raises
     :class:`~danlu.executors.ray_claim.ClusterClaimedError` while a live plane of another
     home holds the cluster. Without it nothing is claimed (an executor of a program's own).
+
+    ``log_max_bytes`` caps each job's log (0: no cap; a :class:`ConfigError` for one that is
+    no whole number of bytes), kept by the poll that appends the actors' output to it
+    (:func:`~danlu.executors.ray_output.append_run_output`).
     """
 
     launch_fields = LAUNCH_FIELDS
@@ -193,7 +202,9 @@ class RayExecutor(RayPolls, MultiNodeExecutor, GpuSharingExecutor):
         max_jobs_per_gpu: int = 16,
         clock: Callable[[], float] = time.time,
         plane_home: str | Path | None = None,
+        log_max_bytes: int = 0,
     ) -> None:
+        self._log_max_bytes = check_log_max_bytes(log_max_bytes)
         import ray
 
         self._ray: Any = ray
@@ -397,6 +408,8 @@ class RayExecutor(RayPolls, MultiNodeExecutor, GpuSharingExecutor):
         with self._new_run_dir(run_dir, job.job_id):
             record = self._launch_record(job, log_path, offset)
             record.update(nodes=names, actors=actors)
+            if self._log_max_bytes:
+                record["log_max_bytes"] = self._log_max_bytes
             return self._start_actors(job, run_dir, alive, record)
 
     def _start_actors(

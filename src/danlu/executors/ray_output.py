@@ -14,6 +14,11 @@ node of the run, so :func:`append_output` keeps each line whole:
   be open at a time, so of several such pieces at one poll the first node's is written. When
   the open line's node has nothing new at a poll while another node has, or its actor is gone,
   the line is closed with a newline first.
+
+The control plane is the log's one writer: the actors' output reaches it only through these
+appends, so the cap on its size (``DANLU_LOG_MAX_MB``: the launch record's ``log_max_bytes``)
+is kept here, after each append (:func:`cap_log`), as the local executor's supervisor keeps
+a local run's (:class:`~danlu.executors.logcap.LogCap`).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from danlu.executors import supervise
+from danlu.executors import logcap, supervise
 from danlu.executors.ray_records import read_offsets
 
 log = logging.getLogger(__name__)
@@ -109,7 +114,8 @@ def append_run_output(
     out again at the next poll, and False is returned (the run is not to be taken as ended
     meanwhile: its actors, killed, would take the output with them). A log directory
     removed since the launch is made again. Raises :class:`ExecutorError` for a record whose
-    offsets do not match its actors (:func:`~danlu.executors.ray_records.read_offsets`)."""
+    offsets do not match its actors (:func:`~danlu.executors.ray_records.read_offsets`).
+    A log that passed the record's cap once appended to is capped (:func:`cap_log`)."""
     offsets = read_offsets(run_dir, launch)
     before = launch.get("open_line")
     try:
@@ -120,6 +126,7 @@ def append_run_output(
         return False
     if not appended.taken and appended.open_line == before:
         return True
+    cap_log(log_file, launch)
     launch["offsets"] = [
         a["offset"] if a is not None and i in appended.taken else old
         for i, (a, old) in enumerate(zip(answers, offsets, strict=True))
@@ -131,6 +138,34 @@ def append_run_output(
     with contextlib.suppress(OSError):  # read again (and logged twice) after a restart
         supervise.write_json(run_dir / supervise.LAUNCH, launch)
     return True
+
+
+def cap_log(log_file: Path, launch: Mapping[str, Any]) -> bool:
+    """Keep the job's log ``log_file`` under the cap of the run's launch record ``launch``
+    (its ``log_max_bytes``, at least :data:`~danlu.executors.logcap.LOG_CAP_MIN_BYTES`; none:
+    no cap): past it, its newest part moves to ``JOB_ID.log.1`` and the log starts anew with
+    a line saying so (:meth:`~danlu.executors.logcap.LogCap.check`); whether it did. A log
+    that is missing, a link or not a regular file is left alone (:func:`_append` wrote
+    nothing to it); a cap that fails is logged as a warning."""
+    cap = logcap.log_cap_bytes(dict(launch))
+    if cap is None:
+        return False
+    try:
+        opened = supervise.open_regular(log_file, os.O_WRONLY | os.O_APPEND)
+    except OSError:
+        return False
+    if isinstance(opened, str):
+        return False
+    try:
+        return logcap.LogCap(
+            opened,
+            cap,
+            log_file,
+            lambda kept: supervise.atomic_file(kept, sync=False),
+            lambda said: log.warning("log %s: %s", log_file, said),
+        ).check()
+    finally:
+        os.close(opened)
 
 
 def _append(log_path: str, data: bytes) -> None:

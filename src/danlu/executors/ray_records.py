@@ -54,10 +54,12 @@ LAUNCH_FIELDS: Mapping[str, records.Check] = {
     "unsignalled": _unsignalled,
     "open_line": _natural,
     "actor_ids": _actor_ids,
+    "log_max_bytes": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
 }
 """The Ray executor's launch record: the local one's, its actors' and nodes' names (and Ray's
 ids of its actors, ``actor_ids``, by which Ray's record of a dead one is read: its death's
-cause), and how far the actors' output was read."""
+cause), how far the actors' output was read, and the cap on the job's log
+(``log_max_bytes``: :func:`~danlu.executors.ray_output.append_run_output`)."""
 
 
 def actor_id(handle: Any) -> str | None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from danlu.core.cluster import Cluster
+from danlu.core.errors import ConfigError
 from danlu.executors import records, supervise
 from danlu.executors.base import (
     ExecStatus,
@@ -75,6 +76,18 @@ RESULT_FIELDS: Mapping[str, records.Check] = {
     "started_at": records.optional_number,
     "host_memory": lambda v: isinstance(v, bool),  # ExecStatus.host_memory
 }
+
+
+def check_log_max_bytes(value: object) -> int:
+    """An executor's ``log_max_bytes`` (the cap on each job's log, ``DANLU_LOG_MAX_MB``, in
+    bytes; 0: none) as given; a :class:`ConfigError` naming it when it is no whole number of
+    bytes at least 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(
+            f"log_max_bytes: {value!r} is not a size in bytes; give a whole number "
+            "of bytes, or 0 for no cap"
+        )
+    return value
 
 
 def safe_child(base: Path, name: str, *, follow: bool = True) -> Path:

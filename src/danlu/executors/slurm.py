@@ -124,7 +124,7 @@ from danlu.executors.errors import (
     NodeLaunchError,
 )
 from danlu.executors.records import save_launch
-from danlu.executors.rundirs import DEFAULT_PREEMPT_GRACE
+from danlu.executors.rundirs import DEFAULT_PREEMPT_GRACE, check_log_max_bytes
 from danlu.executors.slurm_batch import BATCH as BATCH
 from danlu.executors.slurm_batch import TASK_SCRIPT as TASK_SCRIPT
 from danlu.executors.slurm_batch import (
@@ -203,8 +203,10 @@ class SlurmExecutor(SlurmPolls, SlurmInventory, GpuSharingExecutor):
     keep a run ``PENDING`` after its submission (after it was requeued, from when it was
     first seen so), or held after a requeue from when it was first seen held, before it is
     cancelled and ends as a failed launch (None: as long as Slurm keeps it;
-    :mod:`~danlu.executors.slurm_waiting`). Raises :class:`ExecutorError` for a log
-    directory Slurm cannot name (a backslash in it).
+    :mod:`~danlu.executors.slurm_waiting`). ``log_max_bytes`` caps each job's log (0: no
+    cap), kept by the task of the run's first node (:func:`~danlu.executors.slurm_task.log_cap`).
+    Raises :class:`ExecutorError` for a log directory Slurm cannot name (a backslash in it),
+    :class:`ConfigError` for a ``log_max_bytes`` that is no whole number of bytes.
     """
 
     launch_fields = LAUNCH_FIELDS
@@ -227,7 +229,9 @@ class SlurmExecutor(SlurmPolls, SlurmInventory, GpuSharingExecutor):
         poll_interval: float = 1.0,
         pending_limit: float | None = PENDING_LIMIT,
         clock: Callable[[], float] = time.time,
+        log_max_bytes: int = 0,
     ) -> None:
+        self._log_max_bytes = check_log_max_bytes(log_max_bytes)
         self._commands = commands
         self._partition = partition
         self._gpu_type = gpu_type
@@ -326,7 +330,10 @@ class SlurmExecutor(SlurmPolls, SlurmInventory, GpuSharingExecutor):
             "nodes": names,
             "master_addr": addresses.get(names[0], names[0]) if names else "127.0.0.1",
             "master_port": master_port(job),
+            "log_path": str(log_path),
         }
+        if self._log_max_bytes:
+            task["log_max_bytes"] = self._log_max_bytes
         supervise.write_json(run_dir / slurm_task.TASK, task)
         srun = self._commands.program("srun")
         script = batch_script(srun, self._python, run_dir, max(1, len(names)), workdir)

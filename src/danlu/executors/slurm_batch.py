@@ -3,11 +3,12 @@ its batch script (``srun`` of the per-node task, :mod:`~danlu.executors.slurm_ta
 ``sbatch`` options that place it and name its log, and what a failed ``sbatch`` says of
 whether anything reached Slurm.
 
-The log is written by Slurm (``slurmstepd``, ``--output`` with ``--open-mode=append``), not
-through danlu: the local executor's log cap (``DANLU_LOG_MAX_MB``) does not apply, and a
-Slurm run's log is bounded with the cluster's own means (logrotate's ``copytruncate``,
-docs/slurm.md), which danlu's readers follow (:func:`~danlu.executors.records.log_tail`
-reads a log truncated meanwhile).
+The log is written by Slurm (``slurmstepd``, ``--output`` with ``--open-mode=append``, so that
+a truncation leaves the appends going on at its new end): one file for the run, to which
+``srun`` on its first node appends every node's output. Its cap (``DANLU_LOG_MAX_MB``) is
+kept by the task of that node (:func:`~danlu.executors.slurm_task.log_cap`); the cluster's own
+means (logrotate's ``copytruncate``, docs/slurm.md) can bound it too, and danlu's readers
+follow a log truncated meanwhile (:func:`~danlu.executors.records.log_tail`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ any node whose Python can read the run directory (a shared filesystem). It reads
 
     {"command": [...], "env": {...}, "workdir": "/path" | null,
      "devices": {"node": "0,1", ...}, "nodes": ["node", ...], "master_addr": "host",
-     "master_port": 29500}
+     "master_port": 29500, "log_path": "/home/logs/JOB.log", "log_max_bytes": N}
 
 and starts the job's command on this node with ``env`` (the job's environment, written by the
 executor), Slurm's own ``SLURM*`` variables of this task, the job's ``DANLU_TOKEN`` (exported
@@ -46,6 +46,17 @@ Slurm's proctrack plugins miss such a daemon (``proctrack/pgid`` looks at the pr
 ``proctrack/linuxproc`` at the process tree, which it left when its parent exited). It uses
 :mod:`~danlu.executors.orphan_guard`'s helpers, loaded from its own folder: this script runs
 under ``python -I``, where danlu need not be importable.
+
+The job's log (``log_path``, ``sbatch --output`` with ``--open-mode=append``) is one file for
+the whole run: the batch step's ``slurmstepd`` opens it on the run's first node (Slurm's batch
+host, the step's node 0), the batch script writes to it, and ``srun`` there appends what every
+node's task writes, forwarded to it. The task of node 0 (``SLURM_NODEID``), on the host of
+that one writer, keeps it under ``log_max_bytes`` (``DANLU_LOG_MAX_MB``; none when the task
+has none) as the local executor's supervisor does
+(:class:`~danlu.executors.logcap.LogCap`, checked every :data:`CHECK_SECONDS` while the
+command runs, and while the rest of its process group checkpoints after a stop): past the
+cap, its newest part moves to ``JOB_ID.log.1`` and the log starts anew with a line saying so.
+The other nodes' tasks leave it alone: one file, one capper.
 """
 
 from __future__ import annotations
@@ -66,8 +77,8 @@ PREEMPTED_EXIT_CODE = 75
 """What a job exits with after it checkpointed (``danlu.executors.base``'s; this script
 imports no module of danlu's package, see :func:`_load_orphan_guard`)."""
 CHECK_SECONDS = 0.5
-"""How often the task collects the exits of the orphans re-parented to it while the command
-runs."""
+"""How often the task collects the exits of the orphans re-parented to it, and checks the
+log's size (:func:`log_cap`), while the command runs."""
 
 
 def _load_orphan_guard() -> ModuleType:
@@ -85,10 +96,11 @@ def _load_orphan_guard() -> ModuleType:
 
 
 if TYPE_CHECKING:
-    from danlu.executors import orphan_guard, supervise
+    from danlu.executors import logcap, orphan_guard, supervise
 else:
     orphan_guard = _load_orphan_guard()
     supervise = orphan_guard.supervise
+    logcap = supervise.logcap  # loaded from its file next to supervise.py, as supervise is
 
 
 def is_plain_name(name: object) -> bool:
@@ -158,6 +170,38 @@ def stop_asked(run_dir: Path) -> bool:
     return stop is not None and "reason" in stop
 
 
+def log_cap(task: dict[str, object], env: dict[str, str]) -> logcap.LogCap | None:
+    """The cap this node's task keeps on the job's log (the task's ``log_path`` and
+    ``log_max_bytes``), the log opened for it; None when the task sets none, or this is not
+    the run's node 0 (``SLURM_NODEID`` in ``env``, this process's; none: a task alone), or
+    the log cannot be opened as the regular file it is (a link the job put there is never
+    followed, :func:`~danlu.executors.supervise.open_regular`; said on stderr). See the
+    module's docstring for why one node's task alone keeps it."""
+    path = task.get("log_path")
+    if env.get("SLURM_NODEID", "0") != "0" or not isinstance(path, str):
+        return None
+    if logcap.log_cap_bytes(task) is None:
+        return None
+    try:
+        opened = supervise.open_regular(path, os.O_WRONLY | os.O_APPEND)
+    except OSError as exc:
+        opened = f"cannot be opened ({exc.strerror or exc})"
+    if isinstance(opened, str):
+        _said(f"the log {path} is not capped: it {opened}")
+        return None
+    cap = logcap.LogCap.of(
+        task, lambda kept: supervise.atomic_file(kept, sync=False), opened, _said
+    )
+    if cap is None:
+        os.close(opened)
+    return cap
+
+
+def _said(message: str) -> None:
+    with contextlib.suppress(OSError):
+        print(f"danlu: {message}", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str]) -> int:
     """Run the job's command on this node; return its exit status."""
     if len(argv) != 2:
@@ -183,6 +227,7 @@ def main(argv: list[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, note)
     workdir = task.get("workdir")
+    capped = log_cap(task, dict(os.environ))
     subreaper = supervise.set_subreaper()
     asked = stop_asked(run_dir)
     try:
@@ -196,7 +241,9 @@ def main(argv: list[str]) -> int:
             with contextlib.suppress(ProcessLookupError):
                 child.send_signal(signal.SIGTERM)
             stopped.append(signal.SIGTERM)
-        code = _wait(child, stopped, subreaper)
+        code = _wait(child, stopped, subreaper, capped)
+    if capped is not None:
+        os.close(capped.fd)
     orphan_guard.end_descendants(subreaper)
     # The job is over: a SIGTERM from now on (the gang stop this record brings, sent to the
     # whole step) is ignored. A Python handler would be reset to the default as the
@@ -235,11 +282,17 @@ def _start_error(program: str, workdir: str | None, node: str, exc: OSError) -> 
     return f"cannot start {program!r} on {node}: {exc}"
 
 
-def _wait(child: subprocess.Popen[bytes], stopped: list[int], subreaper: bool) -> int:
+def _wait(
+    child: subprocess.Popen[bytes],
+    stopped: list[int],
+    subreaper: bool,
+    capped: logcap.LogCap | None = None,
+) -> int:
     """The command's exit status (``128 + N`` after signal N), once it has exited and, when
     the task was signalled (``stopped``), the rest of its process group too: a shell wrapper
     dies of the SIGTERM at once while the program it started still checkpoints. Meanwhile the
-    exits of the orphans re-parented to this process (``subreaper``) are collected."""
+    exits of the orphans re-parented to this process (``subreaper``) are collected, and the
+    log is kept under its cap (``capped``: :func:`log_cap`)."""
     while True:
         try:
             returned = child.wait(CHECK_SECONDS)
@@ -247,8 +300,12 @@ def _wait(child: subprocess.Popen[bytes], stopped: list[int], subreaper: bool) -
         except subprocess.TimeoutExpired:
             if subreaper:
                 orphan_guard.reap(but=child.pid)
+            if capped is not None:
+                capped.check()
     while stopped and orphan_guard.others_in_group():  # the rest may be checkpointing
         orphan_guard.reap()
+        if capped is not None:
+            capped.check()
         time.sleep(0.05)
     return returned if returned >= 0 else 128 - returned
 

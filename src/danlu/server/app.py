@@ -410,6 +410,7 @@ def build_slurm_executor(settings: Settings, api_url: str | None) -> SlurmExecut
         preempt_grace=settings.preempt_grace,
         sbatch_options=settings.sbatch_options,
         pending_limit=settings.slurm_pending_limit or None,
+        log_max_bytes=settings.log_max_bytes,
     )
 
 
@@ -437,6 +438,7 @@ def build_cluster_executor(settings: Settings, api_url: str | None) -> Executor:
         api_url=api_url,
         preempt_grace=settings.preempt_grace,
         plane_home=home,  # one plane a cluster: another plane's live claim refuses the start
+        log_max_bytes=settings.log_max_bytes,
     )
 
 
