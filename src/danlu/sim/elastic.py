@@ -673,9 +673,44 @@ def load_profiles(traces_dir: Path) -> dict[str, ApplicationProfile]:
             f"traces folder {traces_dir} {what}; give the folder of per-application "
             "measurements (--traces), in the Pollux format"
         )
-    apps = [
+    apps = _application_folders(traces_dir)
+    if not apps:
+        hint = ""
+        if (traces_dir / "placements.csv").is_file():  # one application's folder
+            hint = (
+                f": it holds placements.csv, so it is one application's folder; give the "
+                f"folder above it, --traces {traces_dir.parent}"
+            )
+        raise DataError(f"traces folder {traces_dir} holds no application folders{hint}")
+    for sub in apps:
+        if not (sub / "placements.csv").is_file():
+            raise DataError(_not_an_application(traces_dir, sub))
+    return {sub.name: load_profile(sub) for sub in apps}
+
+
+def _application_folders(traces_dir: Path) -> list[Path]:
+    """The folders under ``traces_dir`` read as applications: the visible ones, by name."""
+    return [
         sub for sub in sorted(traces_dir.iterdir()) if sub.is_dir() and not sub.name.startswith(".")
     ]
-    if not apps:
-        raise DataError(f"traces folder {traces_dir} holds no application folders")
-    return {sub.name: load_profile(sub) for sub in apps}
+
+
+def _not_an_application(traces_dir: Path, sub: Path) -> str:
+    """Why ``sub``, a folder under ``traces_dir`` without ``placements.csv``, is refused, and
+    the fix: ``--traces`` one level too high (``../shared/data/pollux``, whose ``traces``
+    folder holds the applications) was told only ``missing trace file
+    .../pollux/traces/placements.csv``, naming neither the flag nor the folder to give."""
+    missing = f"missing trace file {sub / 'placements.csv'}"
+    nested = [app.name for app in _application_folders(sub) if (app / "placements.csv").is_file()]
+    if nested:
+        return (
+            f"{missing}: {sub} holds the application folders ({', '.join(nested[:3])}"
+            f"{', ...' if len(nested) > 3 else ''}), not one application's measurements; "
+            f"give --traces {sub}"
+        )
+    return (
+        f"{missing}: every folder in the traces folder {traces_dir} (--traces) is read as one "
+        "application's measurements in the Pollux format (placements.csv, scalability.csv, "
+        "validation-<batch>.csv); point --traces at a folder holding only such folders "
+        "(e.g. ../shared/data/pollux/traces)"
+    )

@@ -10,6 +10,7 @@ are numbers."""
 
 from __future__ import annotations
 
+import json
 import numbers
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -104,7 +105,17 @@ def _refuses(build: Callable[[Mapping[str, Any]], object], options: Mapping[str,
 
 
 def _shown(value: Any) -> str:
-    """An option's value as written after ``KEY=`` (text as it is, cut short)."""
-    if not isinstance(value, str):
-        return quoted(value)
-    return value if len(value) <= 40 else f"{value[:37]}..."
+    """An option's value as written after ``KEY=`` (cut short): text as it is, a list,
+    mapping, boolean or null as the JSON the command line parsed it from (``[-1]``,
+    ``true``, ``null``: they were shown as Python writes them, ``(-1,)``, ``True``,
+    ``None``, which no one typed), a number as it reads (``-1``, ``nan``)."""
+    if isinstance(value, str):
+        text = value
+    elif value is None or isinstance(value, bool | list | tuple | dict):
+        try:
+            text = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError):  # a value no JSON holds, an integer too long
+            text = quoted(value)
+    else:
+        text = quoted(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."

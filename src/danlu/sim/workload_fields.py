@@ -33,10 +33,13 @@ def whole_number(
 
 def nonnegative_number(row: dict[str, str], column: str, path: Path, line: int) -> float:
     """The number in ``column`` (finite, >= 0), or a :class:`DataError` naming the file,
-    line and column (:func:`number`)."""
+    line and column (:func:`number`), and the rule as a whole: an infinite value was told
+    only ``must be >= 0, got inf``, which it is."""
     value = number(row, column, path, line)
     if not math.isfinite(value) or value < 0:
-        raise DataError(f"{path}:{line}: column {column!r} must be >= 0, got {value}")
+        raise DataError(
+            f"{path}:{line}: column {column!r} must be >= 0 and finite, got {row[column]!r}"
+        )
     return value
 
 
