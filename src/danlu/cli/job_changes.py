@@ -33,7 +33,7 @@ def cancel(
     token: TokenOpt = None,
 ) -> None:
     """Cancel a job (a running job is stopped; a finished one is a conflict)."""
-    data = common.ask(home, url, token, lambda c: c.cancel(job))
+    data = common.ask_job(home, url, token, job, lambda c: c.cancel(job), "cancel")
     if json_out:
         common.print_json(data)
         return
@@ -163,7 +163,7 @@ def hold(
 ) -> None:
     """Hold a job: it is not scheduled until `danlu release` (a running one is preempted by
     checkpoint first, and resumes from it when released)."""
-    data = common.ask(home, url, token, lambda c: c.update_job(job, held=True))
+    data = common.ask_job(home, url, token, job, lambda c: c.update_job(job, held=True))
     stopping = data.get("state") in STOPPING  # preempted by checkpoint in the next round
     _job_line(data, json_out, "held", "stopping it to wait (checkpoint first)" if stopping else "")
 
@@ -187,7 +187,7 @@ def release(
             key if isinstance(key, str) and key else job, held=False
         )
 
-    was_held, data = common.ask(home, url, token, release_job)
+    was_held, data = common.ask_job(home, url, token, job, release_job)
     if was_held or json_out:
         _job_line(data, json_out, "released")
         return

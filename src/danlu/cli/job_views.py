@@ -6,7 +6,6 @@ one job shown with its recent events), ``danlu logs`` (a job's output), ``danlu 
 
 from __future__ import annotations
 
-import re
 import shlex
 import time
 from collections import deque
@@ -38,6 +37,7 @@ from danlu.cli.options import (
 )
 from danlu.cli.output import PIPE_CLOSED, quiet_stdout, write_bytes
 from danlu.cli.reply_fields import checked_events, checked_job, checked_jobs
+from danlu.cli.sweep_hint import JOB_ID_TEXT, sweep_hint
 from danlu.client import Client, NotFoundError, ServerError
 from danlu.client.rest import read_across_restart
 from danlu.core.errors import DanluError, SpecError
@@ -159,7 +159,7 @@ def show(
             try:
                 data = client.get_job(job)
             except NotFoundError as exc:
-                raise common.fail(f"{exc}{by_name_hint(job)}") from None
+                raise common.fail(f"{exc}{by_name_hint(job)}{sweep_hint(client, job)}") from None
             events = recent_events(client, str(data.get("id", job)))
         except DanluError as exc:
             raise common.fail(exc) from None
@@ -169,10 +169,6 @@ def show(
     problems: list[str] = []
     _show_job(checked_job(data, problems), checked_events(events, problems))
     common.fail_on(problems)
-
-
-JOB_ID_TEXT = re.compile(r"[0-9a-fA-F]+")
-"""What a job id, or the prefix of one, is made of: hex digits."""
 
 
 def by_name_hint(job: str) -> str:
@@ -273,6 +269,8 @@ def logs(
             if marks is not None:
                 marks.finish()
             ended = client.get_job(job)
+        except NotFoundError as exc:
+            raise fail(f"{exc}{sweep_hint(client, job)}") from None
         except DanluError as exc:
             raise fail(exc) from None
         except KeyboardInterrupt:
@@ -301,7 +299,7 @@ def why(
     token: TokenOpt = None,
 ) -> None:
     """Explain why a job is pending (or what state it is in)."""
-    data = common.ask(home, url, token, lambda c: c.why(job))
+    data = common.ask_job(home, url, token, job, lambda c: c.why(job))
     if json_out:
         common.print_json(data)
         return

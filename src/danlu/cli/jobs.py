@@ -35,8 +35,9 @@ from danlu.cli.options import (
     fail as fail,  # re-exported: the commands' modules call common.fail
 )
 from danlu.cli.output import quiet_stdout
+from danlu.cli.sweep_hint import sweep_hint
 from danlu.client import Client
-from danlu.client.errors import NoServerError
+from danlu.client.errors import NoServerError, NotFoundError
 from danlu.config import load_client_settings
 from danlu.core.errors import DanluError
 
@@ -89,6 +90,26 @@ def ask(home: Path | None, url: str | None, token: str | None, request: Callable
     with connect(home, url, token) as client:
         try:
             return request(client)
+        except DanluError as exc:
+            raise fail(exc) from None
+
+
+def ask_job(
+    home: Path | None,
+    url: str | None,
+    token: str | None,
+    job: str,
+    request: Callable[[Client], T],
+    sweep_action: str = "show",
+) -> T:
+    """:func:`ask` for a request about the job ``job``: a "job not found" that is a sweep's
+    or job array's id names the ``danlu sweep`` command (``sweep_action``) that takes it
+    (:func:`~danlu.cli.sweep_hint.sweep_hint`)."""
+    with connect(home, url, token) as client:
+        try:
+            return request(client)
+        except NotFoundError as exc:
+            raise fail(f"{exc}{sweep_hint(client, job, sweep_action)}") from None
         except DanluError as exc:
             raise fail(exc) from None
 

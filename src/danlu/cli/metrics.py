@@ -32,7 +32,8 @@ from danlu.cli.options import (
 )
 from danlu.cli.output import stderr_written
 from danlu.cli.reply_fields import JOB_STATE, TIME, checked_metrics, needed
-from danlu.client import Client
+from danlu.cli.sweep_hint import sweep_hint
+from danlu.client import Client, NotFoundError
 from danlu.client.rest import read_across_restart
 from danlu.core.errors import DanluError
 from danlu.core.state import JobState
@@ -346,6 +347,8 @@ def metrics(
             if json_out:
                 print_json([picked(r, chosen, superseded) for r in records] if chosen else records)
                 return
+        except NotFoundError as exc:  # an array's id: its tasks' metrics are per task
+            raise fail(f"{exc}{sweep_hint(client, job)}") from None
         except DanluError as exc:
             raise fail(exc) from None
         except KeyboardInterrupt:

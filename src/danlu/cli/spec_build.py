@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from danlu.cli.options import load_spec_file
-from danlu.cli.spec_flags import FlagWrite, after_writes, flag_writes, named_by_flag
+from danlu.cli.spec_flags import (
+    FlagWrite,
+    after_writes,
+    flag_error,
+    flag_writes,
+    named_by_flag,
+)
 from danlu.core.errors import SpecError
 from danlu.core.spec import parse_spec
 from danlu.core.spec_text import given_words
@@ -88,11 +94,16 @@ def apply_flags(
     may hold a dot), then each ``--set key=value`` of ``sets``, which wins: a spec read from
     its file (``danlu submit``), or the changes ``danlu rerun`` sends. Returns those
     writes, by which a refusal of a field they gave is named
-    (:func:`~danlu.cli.spec_flags.named_by_flag`)."""
+    (:func:`~danlu.cli.spec_flags.named_by_flag`). A key that names no field one can set
+    (``--set =1``, ``--set command.x=1`` over a list) is a
+    :class:`~danlu.cli.spec_flags.FlagValueError` naming its flag."""
     writes = flag_writes(overrides, sets, env)
     for write in writes:
         if not write.variable:
-            set_path(data, ".".join(write.path), write.value)
+            try:
+                set_path(data, ".".join(write.path), write.value)
+            except SpecError as exc:  # --set '=1', --set command.x=1: the flag's key
+                raise flag_error(exc.field or "", write.flag, exc.message) from None
             continue
         if data.get("env") is None:
             data["env"] = {}

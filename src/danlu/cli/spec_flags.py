@@ -128,7 +128,8 @@ def flag_writes(
     the ``overrides`` given (dotted fields of :data:`OVERRIDE_FLAGS`, named by its flags;
     None: not given), then each variable of ``env`` (``--env NAME=VALUE``, by its name), then
     each ``--set key=value`` of ``sets`` (its value: :func:`set_value`); an item of
-    ``sets`` without ``=`` is a :class:`SpecError` saying how to write one."""
+    ``sets`` without ``=`` is a :class:`FlagValueError` naming it and saying how to write
+    one."""
     writes = [
         FlagWrite(tuple(key.split(".")), value, OVERRIDE_FLAGS[key])
         for key, value in overrides.items()
@@ -138,8 +139,10 @@ def flag_writes(
         writes.append(FlagWrite(("env", name), value, f"--env {name}", variable=True))
     for item in sets:
         key, sep, raw = item.partition("=")
-        if not sep:
-            raise SpecError(key, f"--set {item!r}: write key=value, e.g. --set resources.gpus=2")
+        if not sep:  # named by the flag, not the spec file, which is not at fault
+            raise flag_error(
+                key, f"--set {quoted(item)}", "write key=value, e.g. --set resources.gpus=2"
+            )
         key = key.strip()
         value = set_value(key, raw)
         writes.append(FlagWrite(tuple(key.split(".")), value, f"--set {quoted(item)}", True))

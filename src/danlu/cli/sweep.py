@@ -15,7 +15,6 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from danlu.cli import jobs as common
-from danlu.cli.job_views import JOB_ID_TEXT
 from danlu.cli.markup import after_state, as_text, note_lines
 from danlu.cli.options import (
     HomeOpt,
@@ -31,6 +30,7 @@ from danlu.cli.output import stdout_written
 from danlu.cli.reply_fields import SWEEP
 from danlu.cli.reply_views import show_data
 from danlu.cli.spec_flags import flag_error
+from danlu.cli.sweep_hint import JOB_ID_TEXT
 from danlu.cli.titled_table import TitledTable, titled_table
 from danlu.client import Client
 from danlu.client.errors import InvalidRequestError, NotFoundError
