@@ -154,3 +154,21 @@ def test_plan_table_writes_counts_as_counts(
         cells = _column(result.output, header)
         assert cells and all(cell.replace(",", "").isdigit() for cell in cells), cells
     assert all("." in cell for cell in _column(result.output, "GPU util"))  # ratios stay
+
+
+@pytest.mark.parametrize("command", [["run"], ["compare", "--policies", "fifo,sjf"]])
+def test_an_output_named_dash_is_refused_before_any_work(
+    runner: CliRunner,
+    tmp_path: Path,
+    too_wide: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command: list[str],
+) -> None:
+    """``--json -`` is no standard output here (the tables are printed there): it wrote a
+    file named ``-`` in the working folder; refused, naming the flag and the fix."""
+    monkeypatch.chdir(tmp_path)
+    base = ["--workload", str(too_wide), "--nodes", "1", "--quiet"]
+    result = runner.invoke(app, ["sim", *command, *base, "--json", "-"])
+    assert result.exit_code == 2, result.output
+    assert "--json -: give a file name" in " ".join(result.output.split())
+    assert not (tmp_path / "-").exists()

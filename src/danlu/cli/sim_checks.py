@@ -176,6 +176,11 @@ def check_output(path: Path | None, flag: str) -> None:
     simulation does not end in an error that loses its results."""
     if path is None:
         return
+    if str(path) == "-":  # not standard output: the tables are printed there
+        raise ConfigError(
+            f"{flag} -: give a file name ({flag} writes a file, here one named '-'; the "
+            "tables go to standard output)"
+        )
     if path.is_dir():
         raise ConfigError(f"{flag} {path} is a folder; give a file name, e.g. {path / 'out'}")
     parent = path.parent if str(path.parent) else Path(".")
