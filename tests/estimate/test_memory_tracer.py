@@ -106,7 +106,12 @@ def test_bad_references_and_failing_models(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SpecError, match="make_batch"):
         trace(TraceRequest("mymodels:not_a_triple", (1,)))
-    with pytest.raises(DataError, match="tracing mymodels:broken failed"):
+    # the user's line where the forward failed, under torch's message (the traceback's last
+    # lines are inside torch)
+    where = r"\(at .*mymodels\.py, line 5, in <lambda>\)"
+    with pytest.raises(
+        DataError, match=rf"tracing mymodels:broken failed: RuntimeError: .* {where}"
+    ):
         trace(TraceRequest("mymodels:broken", (1,)))
     with pytest.raises(SpecError, match="--precision"):
         trace(TraceRequest(ZOO + "mlp_small", (1,), precision="fp8"))  # type: ignore[arg-type]

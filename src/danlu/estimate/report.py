@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from danlu.core.errors import SpecError, UnknownNameError
 from danlu.core.spec import MAX_BATCH
+from danlu.core.spec_training import precision_name
 from danlu.core.units import format_bytes, parse_bytes
 from danlu.core.values import is_whole_number, quoted, range_message
 
@@ -589,8 +590,10 @@ def _report(
     report = MemoryReport(
         model_ref=model_ref,
         gpu=spec,
-        precision=precision,
-        optimizer=optimizer,
+        # as the trace read them (``--precision BF16`` is bf16, ``16`` fp16; ``--optimizer
+        # Adagrad`` adagrad), as the GPU's name is: the JSON echoed the spelling given
+        precision=precision_name(precision),
+        optimizer=optimizer.lower(),
         checkpointing=checkpointing,
         accumulation=accumulation,
         target=target,

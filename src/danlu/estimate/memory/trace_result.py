@@ -111,6 +111,12 @@ def module_path_problem(module_name: str) -> str:
     completes "cannot import ...": it says to give a module path instead."""
     if all(part.isidentifier() for part in module_name.split(".")):
         return ""
+    return file_path_problem(module_name)
+
+
+def file_path_problem(module_name: str) -> str:
+    """The message of :func:`module_path_problem` for ``module_name``, a file's path or name
+    (``./models.py``, ``models.py``): "cannot import ...", saying to give a module path."""
     stem = module_name.rstrip("/").rsplit("/", 1)[-1].removesuffix(".py").lstrip(".")
     example = stem if stem.isidentifier() else "package.module"
     return (

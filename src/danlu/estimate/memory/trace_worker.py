@@ -687,7 +687,7 @@ def main() -> int:
         err = spec_error_reply(exc)
     except Exception as exc:  # report any failure of user code to the parent
         traceback.print_exc()
-        err = {"kind": "trace", "field": "", "message": f"{type(exc).__name__}: {exc}"}
+        err = {"kind": "trace", "field": "", "message": user_program.failure_words(exc)}
     proto.write(json.dumps({"error": err}) + "\n")
     proto.flush()
     return 2

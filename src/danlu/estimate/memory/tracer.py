@@ -15,6 +15,7 @@ the user's model only after its request arrives, so the result is the same.
 from __future__ import annotations
 
 import contextlib
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -36,6 +37,7 @@ from danlu.estimate.memory.trace_result import (
     TARGETS,
     StepTrace,
     TraceRequest,
+    file_path_problem,
     module_path_problem,
     spec_error_from_reply,
 )
@@ -79,17 +81,22 @@ def validate(req: TraceRequest) -> None:
             f"{req.model_ref!r} is not of the form "
             "package.module:factory (e.g. danlu.estimate.zoo:gpt2_124m)",
         )
-    problem = module_path_problem(req.model_ref.partition(":")[0])
+    module_name = req.model_ref.partition(":")[0]
+    problem = module_path_problem(module_name)
     if problem:
         raise SpecError("MODEL_REF", problem)
-    top = req.model_ref.partition(":")[0].split(".")[0]
+    top = module_name.split(".")[0]
+    where = (*req.sys_path, os.getcwd())
+    if _names_a_file(module_name, where):
+        # a file's name (mymodels.py:make): the worker's import failed after its start-up
+        # with "No module named 'mymodels.py'; 'mymodels' is not a package"
+        raise SpecError("MODEL_REF", file_path_problem(module_name))
     if top == "__main__":
         raise SpecError(
             "MODEL_REF",
             f"{req.model_ref!r}: the tracer runs in a subprocess of its own, whose __main__ is "
             "not your script; put the factory in a module and name it, e.g. mymodels:factory",
         )
-    where = (*req.sys_path, os.getcwd())
     if _find_spec(top) is None and not any(
         (Path(p) / top).exists() or (Path(p) / f"{top}.py").exists() for p in where
     ):
@@ -98,6 +105,24 @@ def validate(req: TraceRequest) -> None:
             f"cannot find module {top!r}; run from the directory that holds it or add it "
             "to PYTHONPATH",
         )
+
+
+def _names_a_file(module_name: str, where: tuple[str, ...]) -> bool:
+    """Whether ``module_name`` is a file's name, ``name.py``, rather than a module path: the
+    file is in one of the folders ``where`` the tracer imports from (and no package ``name``
+    beside it), or ``name`` is a module found on ``sys.path`` that is no package, so no
+    submodule ``py`` of it can be imported."""
+    top, _, rest = module_name.partition(".")
+    if rest != "py":
+        return False
+    if any((Path(p) / module_name).is_file() and not (Path(p) / top).is_dir() for p in where):
+        return True
+    found = _find_spec(top)
+    if found is None:
+        return False
+    if isinstance(found, importlib.machinery.ModuleSpec):
+        return found.submodule_search_locations is None
+    return not hasattr(found, "__path__")  # a module imported already, without a spec
 
 
 def _find_spec(name: str) -> object | None:

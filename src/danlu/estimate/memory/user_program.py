@@ -224,12 +224,34 @@ def user_frame(exc: BaseException) -> str:
     """Where in the user's code ``exc`` was raised, as ``FILE, line N``: the innermost
     frame outside the standard library, torch and danlu (``parse_args()`` in the factory,
     not argparse's ``exit``); the innermost frame when none is."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")]
+    frames, own = _frames(exc)
     if not frames:
         return "where not known"
-    own = [f for f in frames if not str(Path(f.filename).resolve()).startswith(_NOT_USER_CODE)]
     frame = (own or frames)[-1]
     return f"{frame.filename}, line {frame.lineno}"
+
+
+def _frames(
+    exc: BaseException,
+) -> tuple[list[traceback.FrameSummary], list[traceback.FrameSummary]]:
+    """The frames of ``exc``'s traceback in files, and those of them in the user's code
+    (outside the standard library, torch and danlu), innermost last."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")]
+    own = [f for f in frames if not str(Path(f.filename).resolve()).startswith(_NOT_USER_CODE)]
+    return frames, own
+
+
+def failure_words(exc: BaseException) -> str:
+    """``exc`` as the trace's failure says it: ``TYPE: message``, with where in the user's
+    code it was raised (``(at FILE, line N, in FUNCTION)``: the innermost frame outside the
+    standard library, torch and danlu) when a frame of it is in the traceback. A forward
+    failing on the batch (a shape mismatch) was said with torch's message and the last
+    lines of a traceback inside torch, the user's line cut off above them."""
+    words = f"{type(exc).__name__}: {exc}"
+    _, own = _frames(exc)
+    if own:
+        words += f" (at {own[-1].filename}, line {own[-1].lineno}, in {own[-1].name})"
+    return words
 
 
 @contextlib.contextmanager
