@@ -115,9 +115,12 @@ def shown_url(url: str) -> str:
 def server_base(url: str) -> str:
     """The base URL of the server at ``url`` (``http://H:P``, with or without the API prefix
     and a trailing slash), without them; :class:`ConfigError` for one that is not
-    ``http(s)://host[:port][/path]``. A user name or password in it is refused: httpx would
-    send it as Basic auth in place of the API token, which then never reaches the server; a
-    query or fragment would move every request's path into it (``/?x`` + ``/api/v1/jobs``).
+    ``http(s)://host[:port][/path]``: a port outside 1-65535, or a host httpx would send
+    percent-encoded (``http://[bad``: an unclosed IPv6 bracket, a space) is refused here,
+    not at the first request (a refused connection, an unknown name). A user name or
+    password in it is refused: httpx would send it as Basic auth in place of the API token,
+    which then never reaches the server; a query or fragment would move every request's
+    path into it (``/?x`` + ``/api/v1/jobs``).
     The messages never show the password; a ``url`` that is not text (None: an unset
     environment variable) is a :class:`ConfigError` too (it was an AttributeError)."""
     if not isinstance(url, str):
@@ -132,14 +135,22 @@ def server_base(url: str) -> str:
     try:
         parsed = httpx.URL(base)
     except httpx.InvalidURL as exc:
-        raise ConfigError(f"the server URL {shown} is not a URL ({exc})") from None
+        message = f"the server URL {shown} is not a URL ({exc}): give {_URL_FORM}"
+        raise ConfigError(message) from None
     if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise ConfigError(
-            f"the server URL {shown} must be http(s)://host[:port], e.g. "
-            "http://127.0.0.1:8470 (--url, DANLU_URL)"
-        )
+        raise ConfigError(f"the server URL {shown} must be {_URL_FORM}")
     if parsed.userinfo or "?" in base or "#" in base:
         raise ConfigError(_USERINFO.format(shown))
+    if parsed.port is not None and not 1 <= parsed.port <= MAX_PORT:
+        raise ConfigError(
+            f"the server URL {shown} has port {parsed.port}, outside 1-{MAX_PORT}: give the "
+            f"port the server listens on, as in {_URL_FORM}"
+        )
+    if "%" in parsed.host and ":" not in parsed.host:
+        raise ConfigError(
+            f"the server URL {shown} is not a URL (its host is no host name or IP address; "
+            f"a bracketed IPv6 address ends with ']'): give {_URL_FORM}"
+        )
     return base
 
 
@@ -158,6 +169,10 @@ def loopback_pattern(base: str) -> str | None:
     return f"all://[{host}]" if ":" in host else f"all://{host}"
 
 
+MAX_PORT = 65535
+"""The highest TCP port; a server URL's port is 1 to it (nothing listens on 0)."""
+_URL_FORM = "http(s)://host[:port], e.g. http://127.0.0.1:8470 (--url, DANLU_URL)"
+"""The form a server URL takes, and where it came from: the end of a malformed one's message."""
 _USERINFO = (
     "the server URL {} holds a user name, password, query or fragment; give "
     "http(s)://host[:port] and the API token apart (--token, DANLU_TOKEN)"

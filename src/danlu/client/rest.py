@@ -156,10 +156,13 @@ class Client(JobCalls, JobRecords):
         ``follow_read_timeout`` are :class:`Client`'s, checked before the home is read.
         The home's admin token goes only to the server the home names: a ``url`` of another
         server without a ``token`` is refused (:class:`NoServerError`), never sent the home's
-        credentials. Environment variables are the caller's business (the CLI reads them in
-        danlu.config).
+        credentials. A malformed ``url`` is a :class:`ConfigError` (:func:`server_base`)
+        before the home is read: it was told it needed an API token. Environment variables
+        are the caller's business (the CLI reads them in danlu.config).
         """
         check_limits(timeout, busy_retries, reconnect_for, follow_read_timeout)
+        if url is not None:
+            server_base(url)
         if url is None or token is None:
             try:
                 found_url, found_token = find_server(home)
