@@ -77,4 +77,6 @@ def test_a_node_is_shown_with_its_history(home: Path) -> None:
     code, out, _ = run("node", "show", "old", "--json")
     assert code == 0 and json.loads(out)["node"] is None
     code, _, err = run("node", "show", "nosuch")
-    assert code == 2 and "node 'nosuch' not found" in err, err
+    said = " ".join(err.split())  # the console may wrap the line
+    assert code == 2, err
+    assert "node 'nosuch' not found (danlu nodes, GET /cluster/nodes, lists them)" in said, err

@@ -226,8 +226,11 @@ def test_a_launch_that_goes_through_starts_the_count_over(db: Database) -> None:
         assert counts == {"a": (1, "ready"), "b": (4, "cordoned")}
     with db.session() as s:
         assert nodes.launch_failed(s, {"a"}, "x", limit=0, now=NOW) == []  # 0: never
-        with pytest.raises(NotFoundError, match="node 'c' not found"):
+        with pytest.raises(NotFoundError) as unknown:
             nodes.cordon(s, "c")
+        assert str(unknown.value) == (
+            "node 'c' not found (danlu nodes, GET /cluster/nodes, lists them)"
+        )
 
 
 def test_a_plan_onto_a_closed_node_is_refused(db: Database) -> None:

@@ -1,9 +1,10 @@
 """The words of some refusals: a webhook's port out of range says the range a port may take
 whatever the number (0 and 99999 alike); a non-admin refused another user's tokens or
-listing reads "the tokens of 'bob'", never the doubled quote of ``'bob''s``; a token is
-revoked by its prefix as the token starts too (``dl_PREFIX``); a job refused at submission
-over a quota by itself says so, not "0 in use" of a user holding GPUs; a project's ``share``
-given under a policy that does not read it is kept, with a note saying so."""
+listing reads "the tokens of 'bob'", never the doubled quote of ``'bob''s``, and names the
+CLI command and the route for the caller's own; a token is revoked by its prefix as the
+token starts too (``dl_PREFIX``); a job refused at submission over a quota by itself says
+so, not "0 in use" of a user holding GPUs; a project's ``share`` given under a policy that
+does not read it is kept, with a note saying so."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def test_another_users_tokens_and_listings_are_refused_without_a_doubled_quote(
             tokens = _error(alice.get("/users/bob/tokens"), 403)
             assert tokens == (
                 "only 'bob' or an admin may see or change the tokens of 'bob'; 'alice' is "
-                "neither: use /users/alice/tokens for your own"
+                "neither: danlu user tokens alice, GET /users/alice/tokens, lists your own"
             )
             listing = _error(alice.get("/jobs", params={"user": "bob"}), 403)
             assert "may list only their own jobs, not those of 'bob' (" in listing
@@ -74,6 +75,61 @@ def test_another_users_tokens_and_listings_are_refused_without_a_doubled_quote(
             assert "their own jobs' events, not those of 'bob' (" in events
             for message in (tokens, listing, events):
                 assert "''" not in message
+
+
+OWN_WAYS = [
+    (
+        "GET",
+        "/users/bob",
+        "see the record",
+        "danlu user show alice, GET /users/alice, shows your own",
+    ),
+    (
+        "GET",
+        "/users/bob/events",
+        "see the events",
+        "danlu user show alice, GET /users/alice/events, lists your own",
+    ),
+    (
+        "POST",
+        "/users/bob/tokens",
+        "see or change the tokens",
+        "danlu user token alice, POST /users/alice/tokens, issues one of your own",
+    ),
+    (
+        "DELETE",
+        "/users/bob/tokens",
+        "see or change the tokens",
+        "danlu user revoke alice, DELETE /users/alice/tokens, revokes your own",
+    ),
+    (
+        "DELETE",
+        "/users/bob/tokens/abcd1234",
+        "see or change the tokens",
+        "danlu user revoke alice PREFIX, DELETE /users/alice/tokens/PREFIX, revokes one of "
+        "your own",
+    ),
+]
+
+
+def test_a_refusal_of_another_users_account_names_the_command_and_route_for_ones_own(
+    tmp_path: Path,
+) -> None:
+    """The CLI prints the message as it is: a bare REST path read wrong there, so each
+    refusal names both the CLI command and the route that do it for the caller's own."""
+    with live_server(tmp_path, start_loops=False) as live, live.client() as admin:
+        for name in ("alice", "bob"):
+            assert admin.post("/users", json={"name": name}).status_code == 201
+        token = admin.post("/users/alice/tokens", json={"name": "t"}).json()["token"]
+        with live.client(token) as alice:
+            for method, path, doing, own in OWN_WAYS:
+                body = {"name": "t"} if method == "POST" else None
+                refused = alice.request(method, path, json=body)
+                assert refused.status_code == 403, (path, refused.text[:300])
+                assert refused.json()["error"]["message"] == (
+                    f"only 'bob' or an admin may {doing} of 'bob'; 'alice' is neither: {own}"
+                ), path
+        assert admin.get("/users/bob/tokens").json() == []  # none issued to bob meanwhile
 
 
 @pytest.mark.parametrize("written", ["{p}", "dl_{p}", "dl_{p}_"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Depends, Query
 from sqlalchemy.orm import Session
@@ -323,7 +323,9 @@ def create_user(body: UserIn, user: Caller, state: State) -> dict[str, Any]:
 def get_user(name: str, user: Caller, state: State) -> dict[str, Any]:
     """One user, as ``GET /users`` lists them (an admin, or the user itself); 404 naming the
     user when there is none."""
-    _own_or_admin(name, user, "see the record", "")
+    _own_or_admin(
+        name, user, "see the record", "danlu user show {me}, GET /users/{me}, shows your own"
+    )
     with state.db.read_session() as session:
         return user_out(users.get_user(session, name))
 
@@ -341,7 +343,9 @@ def list_user_events(
     created, changed, disabled, enabled, tokens issued and revoked, each by whom; those
     after event ``after_id``, at most ``limit``, the oldest of them (``tail``: the newest,
     oldest first)."""
-    _own_or_admin(name, user, "see the events", "/events")
+    _own_or_admin(
+        name, user, "see the events", "danlu user show {me}, GET /users/{me}/events, lists your own"
+    )
     with state.db.read_session() as session:
         owner = users.get_user(session, name)
         rows = user_events.list_user_events(
@@ -421,18 +425,25 @@ def _user_jobs_out(done: disabling.UserJobs) -> dict[str, Any]:
     }
 
 
+OWN_TOKENS_LISTED: Final = "danlu user tokens {me}, GET /users/{me}/tokens, lists your own"
+"""The end of the 403 of ``GET /users/{name}/tokens`` to a non-admin naming another user:
+the CLI command and the route that list the caller's own (``{me}``: the caller's name), as
+the other routes under ``/users/{name}`` name theirs."""
+
+
 def _own_or_admin(
-    name: str, user: User, doing: str = "see or change the tokens", path: str = "/tokens"
+    name: str, user: User, doing: str = "see or change the tokens", own: str = OWN_TOKENS_LISTED
 ) -> None:
     """404 for a name that is no name; 403 unless ``user`` is ``name`` or an admin (the
-    message: who may ``doing`` of ``name``, and ``path`` under ``/users/{user.name}`` for
-    the caller's own)."""
+    message: who may ``doing`` of ``name``, then ``own`` with ``{me}`` the caller's name:
+    the CLI command and the route that do it for the caller's own, as
+    ``danlu user ls, GET /users, lists them`` is written)."""
     checked_name(name, "user", "name")
     if name != user.name and not user.is_admin:
         # not require_admin's "this route is for admins": the user itself may use it too
         raise PermissionDenied(
             f"only {name!r} or an admin may {doing} of {name!r}; "
-            f"{user.name!r} is neither: use /users/{user.name}{path} for your own"
+            f"{user.name!r} is neither: {own.format(me=user.name)}"
         )
 
 
@@ -441,7 +452,8 @@ def issue_token(name: str, body: TokenIn, user: Caller, state: State) -> dict[st
     """Issue an API token for ``name`` (an admin, or the user itself); shown once. 409 when
     the user holds ``MAX_LIVE_TOKENS`` (100) live tokens of its own already (its jobs' runs'
     not counted): the message says how to list and revoke them."""
-    _own_or_admin(name, user)  # the label's control characters: refused by TokenIn
+    own = "danlu user token {me}, POST /users/{me}/tokens, issues one of your own"
+    _own_or_admin(name, user, own=own)  # the label's control characters: refused by TokenIn
     with state.db.session() as session:
         owner = users.get_user(session, name)
         return {"token": users.issue_token(session, owner, body.name, by=user)}
@@ -460,7 +472,9 @@ def revoke_tokens(name: str, user: Caller, state: State) -> dict[str, int]:
     """Revoke every live token of ``name``, its job runs' too (an admin, or the user
     itself): for a token that leaked, or a user who left. Its running jobs can no longer
     report metrics until their next run."""
-    _own_or_admin(name, user)
+    _own_or_admin(
+        name, user, own="danlu user revoke {me}, DELETE /users/{me}/tokens, revokes your own"
+    )
     with state.db.session() as session:
         owner = users.get_user(session, name)
         return {"revoked": users.revoke_tokens(session, owner, by=user)}
@@ -470,7 +484,8 @@ def revoke_tokens(name: str, user: Caller, state: State) -> dict[str, int]:
 def revoke_token(name: str, prefix: str, user: Caller, state: State) -> dict[str, int]:
     """Revoke the live token of ``name`` whose public prefix is ``prefix`` (``dl_PREFIX_``);
     404 when there is none (an admin, or the user itself)."""
-    _own_or_admin(name, user)
+    own = "danlu user revoke {me} PREFIX, DELETE /users/{me}/tokens/PREFIX, revokes one of your own"
+    _own_or_admin(name, user, own=own)
     checked_name(prefix, "token", "prefix")
     with state.db.session() as session:
         owner = users.get_user(session, name)

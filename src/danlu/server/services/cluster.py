@@ -178,7 +178,7 @@ def list_nodes(session: Session) -> list[Node]:
 def get_node(session: Session, name: str) -> Node:
     """Node ``name`` as :func:`list_nodes` lists it, GPUs loaded; :class:`NotFoundError` on
     ``name`` for a name the last reading did not report (a node kept :data:`ABSENT` too),
-    saying where its history is when it has one."""
+    saying where its history is when it has one, else where the nodes are listed."""
     query = (
         select(Node)
         .where(Node.name == name, Node.position != ABSENT)
@@ -187,7 +187,7 @@ def get_node(session: Session, name: str) -> Node:
     )
     node = session.scalar(query)
     if node is None:
-        hint = ""
+        hint = node_events.NODES_LISTED
         if node_events.has_history(session, name):
             hint = f"not in the inventory now; GET /cluster/nodes/{name}/events has its history"
         raise NotFoundError("node", name, "name", hint)

@@ -84,6 +84,10 @@ PRESENCE: Final = (JOINED, LOST, BACK)
 
 MAX_EVENTS: Final = history.MAX_EVENTS
 
+NODES_LISTED: Final = "danlu nodes, GET /cluster/nodes, lists them"
+"""The hint of a 404 for a node name that is neither listed nor has a history (as a
+listing's unknown user or project names ``danlu user ls, GET /users``)."""
+
 
 def record(
     session: Session,
@@ -126,11 +130,11 @@ def has_history(session: Session, name: str) -> bool:
 
 
 def check_known(session: Session, name: str) -> None:
-    """:class:`NotFoundError` on ``name`` unless node ``name`` has a row (listed, or kept
-    for an admin's close while missing) or a history."""
+    """:class:`NotFoundError` on ``name`` (saying where the nodes are listed) unless node
+    ``name`` has a row (listed, or kept for an admin's close while missing) or a history."""
     row = session.scalar(select(Node.id).where(Node.name == name))
     if row is None and not has_history(session, name):
-        raise NotFoundError("node", name, "name")
+        raise NotFoundError("node", name, "name", NODES_LISTED)
 
 
 def presence(session: Session) -> dict[str, str]:

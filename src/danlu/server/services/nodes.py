@@ -103,7 +103,7 @@ def _node(session: Session, name: str) -> Node:
     )
     node = session.scalar(query)
     if node is None:
-        raise NotFoundError("node", name, "name")
+        raise NotFoundError("node", name, "name", node_events.NODES_LISTED)
     return node
 
 
