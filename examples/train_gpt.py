@@ -26,7 +26,8 @@ class TinyGPT(nn.Module):
         layer = nn.TransformerEncoderLayer(
             dim, heads, 4 * dim, dropout=0.0, batch_first=True, norm_first=True
         )
-        self.blocks = nn.TransformerEncoder(layer, layers)
+        # no nested tensors: they need post-norm layers (torch warns on every run otherwise)
+        self.blocks = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.head = nn.Linear(dim, VOCAB)
         self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(CTX))
 
@@ -65,12 +66,17 @@ def main() -> None:
         checkpoint_dir=args.checkpoint_dir,
         metrics_file=False,
     ) as ctx:
+        # the loop ends at --steps: each record's progress says so (1 on the last step)
+        ctx.stop_at_step(args.steps)
+        if ctx.step_num >= args.steps:  # resumed from a checkpoint at (or past) the bound
+            return
         for _ in ctx.epochs(100):
             for batch in ctx.batches(tokens):
                 r = ctx.step(batch, loss_fn)
                 if ctx.step_num % 5 == 0:
+                    # r.lr: the LR this step used (ctx.lr.lr is the next step's already)
                     print(
-                        f"step {ctx.step_num}: loss {r.loss:.3f} lr {ctx.lr.lr:.2e} "
+                        f"step {ctx.step_num}: loss {r.loss:.3f} lr {r.lr:.2e} "
                         f"grad_norm {r.grad_norm:.2f}"
                     )
                 if ctx.step_num >= args.steps:

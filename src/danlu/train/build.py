@@ -22,7 +22,7 @@ from danlu.train.batch import (
     estimated_micro_batch,
 )
 from danlu.train.cadence import NormEvery
-from danlu.train.checks import check_init_args
+from danlu.train.checks import check_init_args, check_training_objects, checkpoint_directory
 from danlu.train.ckpt import Checkpoints
 from danlu.train.context import TrainContext
 from danlu.train.data import ElasticSampler
@@ -111,7 +111,7 @@ def init(
     shuffle: bool = True,
     seed: int = 0,
     drop_last: bool = False,
-    checkpoint_dir: str | None = None,
+    checkpoint_dir: str | Path | None = None,
     checkpoint_every_steps: int | None = None,
     checkpoint_every_seconds: float | None = None,
     keep_last: int = 3,
@@ -144,7 +144,8 @@ def init(
     global batch (for batch normalisation; see :mod:`danlu.train.data`).
     ``dataset_size``: the length of the dataset that ``ctx.batches()`` draws from (0, an empty
     dataset, is refused).
-    ``checkpoint_dir`` defaults to ``DANLU_CHECKPOINT_DIR``; ``anomaly`` is one of
+    ``checkpoint_dir`` (a path, ``pathlib.Path`` or URL) defaults to
+    ``DANLU_CHECKPOINT_DIR``; ``anomaly`` is one of
     ``"skip"``, ``"rollback"``, ``"stop"``, ``"warn"`` or None; spikes are judged against the
     last ``anomaly_window`` healthy values (at least 20, the values a limit needs) as
     ``mu + anomaly_k * sigma``; ``precision`` is ``"fp32"``,
@@ -163,7 +164,13 @@ def init(
     else every N-th step with the smallest N that keeps it within that budget, measured over
     the first steps and kept in the checkpoint (:mod:`danlu.train.cadence`); 1 is every
     step. Clipping and ``grad_norm_tau`` need the norm every step and ignore it.
+    ``model`` is a ``torch.nn.Module``, ``optimizer`` an optimizer holding some of its
+    parameters and ``scheduler`` an LR scheduler of that optimizer, else a
+    :class:`~danlu.core.errors.ConfigError` naming the argument
+    (:func:`~danlu.train.checks.check_training_objects`).
     """
+    check_training_objects(model, optimizer, scheduler)
+    checkpoint_dir = checkpoint_directory(checkpoint_dir)
     check_init_args(
         micro_batch_size=micro_batch_size,
         warmup_steps=warmup_steps,

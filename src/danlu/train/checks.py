@@ -7,10 +7,12 @@ step around)."""
 from __future__ import annotations
 
 import math
+import os
 from numbers import Integral, Real
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
+import torch
 
 from danlu.core.errors import ConfigError
 from danlu.train.anomaly import MIN_HISTORY
@@ -174,3 +176,107 @@ def check_init_args(
     rules = ["none", *rule_names()]
     if normalised_rule(lr_scaling) not in rules:
         raise ConfigError(f"lr_scaling must be one of {', '.join(rules)} (got {lr_scaling!r})")
+
+
+def _kind(value: object) -> str:
+    """How an error names what was given: ``None``, or ``an object of type <name>``."""
+    return "None" if value is None else f"an object of type {type(value).__name__}"
+
+
+def _is_optimizer(value: object) -> bool:
+    """True for a torch optimizer, or an object used as one: its ``param_groups`` a list
+    and ``step``, ``zero_grad``, ``state_dict`` and ``load_state_dict`` callable (a wrapper
+    that does not subclass :class:`torch.optim.Optimizer`)."""
+    if isinstance(value, torch.optim.Optimizer):
+        return True
+    methods = ("step", "zero_grad", "state_dict", "load_state_dict")
+    return isinstance(getattr(value, "param_groups", None), list) and all(
+        callable(getattr(value, name, None)) for name in methods
+    )
+
+
+def check_training_objects(model: object, optimizer: object, scheduler: object) -> None:
+    """Raise :class:`ConfigError`, naming the argument and the fix, when ``init``'s
+    ``model``, ``optimizer`` or ``scheduler`` cannot be what it names. Before, a model and
+    optimizer passed in each other's place, or a list of optimizers, failed with a bare
+    ``AttributeError`` (``'SGD' object has no attribute 'to'``); and three mistakes trained
+    wrong, silently: an optimizer passed as the scheduler was stepped twice a step, an
+    optimizer built from another model's parameters (the model made again after it) left
+    the model untrained, and a scheduler of another optimizer set that one's LRs, not the
+    LRs of the optimizer that trains."""
+    if not isinstance(model, torch.nn.Module):
+        swapped = _is_optimizer(model) and isinstance(optimizer, torch.nn.Module)
+        hint = (
+            "the model and the optimizer are swapped: pass init(model, optimizer, ...)"
+            if swapped
+            else "pass the network (a torch.nn.Module) as the first argument"
+        )
+        raise ConfigError(f"model must be a torch.nn.Module, got {_kind(model)}: {hint}")
+    if not _is_optimizer(optimizer):
+        hint = (
+            "pass one optimizer over all the parameters (its parameter groups may give "
+            "parts their own settings)"
+            if isinstance(optimizer, list | tuple)
+            else "pass a torch.optim.Optimizer built from model.parameters()"
+        )
+        raise ConfigError(
+            f"optimizer must be a torch.optim.Optimizer, got {_kind(optimizer)}: {hint}"
+        )
+    trained = {id(p) for p in model.parameters() if p.requires_grad}
+    groups: list[dict[str, Any]] = optimizer.param_groups  # type: ignore[attr-defined]
+    if trained and not any(id(p) in trained for g in groups for p in g.get("params", ())):
+        raise ConfigError(
+            f"the optimizer holds none of the model's parameters ({type(model).__name__}): "
+            "it was built from another model's (the model made again after it?), and "
+            "would leave this one untrained; build the optimizer from this model's "
+            "parameters (torch.optim.SGD(model.parameters(), ...)) after the model is made"
+        )
+    if scheduler is None:
+        return
+    if _is_optimizer(scheduler) or isinstance(scheduler, torch.nn.Module):
+        raise ConfigError(
+            f"scheduler must be an LR scheduler (torch.optim.lr_scheduler), got "
+            f"{_kind(scheduler)}: init's third argument is the scheduler "
+            "(init(model, optimizer, scheduler, ...)); leave it out for none"
+        )
+    methods = ("step", "state_dict", "load_state_dict")
+    missing = [name for name in methods if not callable(getattr(scheduler, name, None))]
+    if missing:
+        raise ConfigError(
+            f"scheduler must be an LR scheduler (torch.optim.lr_scheduler), got "
+            f"{_kind(scheduler)} without {', '.join(missing)}()"
+        )
+    driven = getattr(scheduler, "optimizer", None)
+    if _is_optimizer(driven) and not _same_groups(driven.param_groups, groups):  # type: ignore[union-attr]
+        raise ConfigError(
+            f"the scheduler ({type(scheduler).__name__}) sets the LRs of another optimizer "
+            f"than the one passed to init ({type(optimizer).__name__}), so its schedule "
+            "would never reach the training; build the scheduler on that optimizer "
+            "(torch.optim.lr_scheduler.StepLR(optimizer, ...))"
+        )
+
+
+def _same_groups(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> bool:
+    """Whether two optimizers' ``param_groups`` are the same groups: one list, or lists of
+    the same group dicts (a wrapper that hands out its inner optimizer's groups in a list of
+    its own), whose LRs a scheduler of either sets."""
+    if mine is theirs:
+        return True
+    return len(mine) == len(theirs) and all(a is b for a, b in zip(mine, theirs, strict=True))
+
+
+def checkpoint_directory(checkpoint_dir: object) -> str | None:
+    """``init``'s ``checkpoint_dir`` as the string the checkpoints take: a path or URL
+    string as it is, a ``pathlib.Path`` (any ``os.PathLike`` of text) as its string, None
+    as None. Anything else (bytes, a number) is a :class:`ConfigError` naming it: a ``Path``
+    failed with a bare ``TypeError`` (``'PosixPath' object is not subscriptable``)."""
+    if checkpoint_dir is None or isinstance(checkpoint_dir, str):
+        return checkpoint_dir
+    if isinstance(checkpoint_dir, os.PathLike):
+        path = os.fspath(checkpoint_dir)
+        if isinstance(path, str):
+            return path
+    raise ConfigError(
+        f"checkpoint_dir must be a path (a str or pathlib.Path) or a file:// or s3:// URL, "
+        f"got {_kind(checkpoint_dir)} ({checkpoint_dir!r})"
+    )

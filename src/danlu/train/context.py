@@ -220,8 +220,17 @@ class TrainContext(Recovery, BatchChanges):
 
         Without ``init``'s ``dataset_size`` the first call builds the sampler from
         ``len(dataset)`` (:meth:`_sampler_for`), at a restored checkpoint's data position.
+        A dataset that cannot be indexed (an ``IterableDataset``) is a :class:`ConfigError`
+        (with ``dataset_size`` given it was torch's bare ``NotImplementedError``).
         """
         sampler = self.sampler if self.sampler is not None else self._sampler_for(dataset)
+        getitem = getattr(type(dataset), "__getitem__", None)
+        if getitem is None or getitem is torch.utils.data.Dataset.__getitem__:
+            raise ConfigError(
+                f"ctx.batches() draws samples by index, and a {type(dataset).__name__} "
+                "cannot be indexed (an IterableDataset?): iterate it yourself (a DataLoader "
+                "over it) and call ctx.step(batch, loss_fn) on each batch"
+            )
         sampler.check_dataset(dataset)  # another size than dataset_size is refused
         d = self.distributed
         on_cpu = d.device.type == "cpu"

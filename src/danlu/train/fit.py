@@ -113,8 +113,17 @@ def fit(
     :class:`~danlu.core.errors.ConfigError` naming it. Every other keyword goes to
     :func:`danlu.train.init` but ``dataset_size`` (it is ``len(dataset)``: a
     :class:`~danlu.core.errors.ConfigError`, as is a ``dataset`` without ``len()``). Returns
-    the (closed) context, whose ``history`` holds the per-step metrics.
+    the (closed) context, whose ``history`` holds the per-step metrics. A ``loss_fn`` or
+    ``evaluate`` that is no function is a :class:`~danlu.core.errors.ConfigError` naming it
+    before anything is built (the first failed at the first step with a bare ``TypeError``).
     """
+    for name, function in (("loss_fn", loss_fn), ("evaluate", evaluate)):
+        if function is not None and not callable(function):  # failed at the first step
+            raise ConfigError(
+                f"fit()'s {name} must be a function, got a {type(function).__name__} "
+                f"({function!r}); the loss is loss_fn(model, micro_batch), returning the "
+                "micro-batch's mean loss"
+            )
     if "dataset_size" in init_kwargs:  # a bare TypeError ("multiple values") from init
         raise ConfigError(
             "fit() takes no dataset_size: it is len(dataset); to train on a part of the "
@@ -128,6 +137,7 @@ def fit(
             f"TensorDataset), not a {type(dataset).__name__}; for a stream, write the loop "
             "with danlu.train.init() and ctx.step()"
         ) from None
+    whole_argument("epochs", epochs, 0)  # before the context is built (and resumes)
     if max_steps is not None:  # an integer (2.5 ran 3 steps; "3" failed after the start)
         max_steps = whole_argument("max_steps", max_steps, None)
         if max_steps < 1:  # 0 or -1 returned at once, having trained nothing, silently
