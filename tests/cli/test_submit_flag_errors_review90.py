@@ -17,6 +17,14 @@ name: hello
 command: [python, -c, "print('hello')"]
 resources: {gpus: 1, gpu_memory: 20GiB}
 """
+SET_KEY_CASES = [
+    ("resources.gpus", "write key=value, e.g. --set resources.gpus=2"),
+    ("=1", "an override key must be a dotted field name, e.g. resources.gpus"),
+    ("a..b=1", "an override key must be a dotted field name, e.g. resources.gpus"),
+]
+"""A ``--set`` item whose key names no field one can set, and what it is told: named by
+that ``--set``, not by the spec file (``error: job.yaml: ...`` sent the user to a file with
+nothing wrong in it; ``danlu rerun JOB --set =1`` named nothing)."""
 NAME_RULE = "use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"
 
 
@@ -32,6 +40,7 @@ def spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _stderr(*args: str) -> str:
     result = CliRunner().invoke(app, list(args))
     assert result.exit_code == 2, result.output
+    assert result.stdout == ""  # refused before anything is sent or printed
     return result.stderr
 
 
@@ -159,3 +168,27 @@ def test_a_spec_file_that_is_no_mapping_is_said_in_yamls_words(spec: Path) -> No
     assert err == (
         f"error: {spec}: a job spec must be a mapping of fields, got a list (['hello', 'world'])\n"
     )
+
+
+@pytest.mark.parametrize(("item", "says"), SET_KEY_CASES)
+def test_submit_names_the_set_item(spec: Path, item: str, says: str) -> None:
+    err = _stderr("submit", str(spec), "--set", item)
+    assert err == f"error: --set '{item}': {says}\n"
+
+
+def test_submit_names_a_set_inside_a_list(spec: Path) -> None:
+    err = _stderr("submit", str(spec), "--set", "command.x=1")
+    assert err == (
+        "error: --set 'command.x=1': 'command' is not a mapping, cannot set a field inside it\n"
+    )
+
+
+@pytest.mark.parametrize(("item", "says"), SET_KEY_CASES)
+def test_rerun_names_the_set_item(spec: Path, item: str, says: str) -> None:
+    err = _stderr("rerun", "0123456789ab", "--set", item)
+    assert err == f"error: --set '{item}': {says}\n"
+
+
+def test_a_good_set_after_a_bad_one_does_not_hide_it(spec: Path) -> None:
+    err = _stderr("submit", str(spec), "--set", "priority=2", "--set", "=1")
+    assert err.startswith("error: --set '=1': ")
