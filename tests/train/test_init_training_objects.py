@@ -49,6 +49,21 @@ def _scheduler_of_another_optimizer() -> Objects:
     return model, opt, torch.optim.lr_scheduler.StepLR(other, step_size=1, gamma=0.5)
 
 
+def _fit_two_steps(model: Any, opt: Any, scheduler: Any) -> Any:
+    """``fit`` of two steps on a small regression, off the cluster."""
+    return dt.fit(
+        model,
+        opt,
+        tiny_regression(32),
+        mse_loss,
+        scheduler=scheduler,
+        global_batch_size=8,
+        max_steps=2,
+        environ={},
+        metrics_file=False,
+    )
+
+
 @pytest.mark.parametrize(
     ("objects", "named"),
     [
@@ -62,19 +77,8 @@ def _scheduler_of_another_optimizer() -> Objects:
 def test_training_objects_of_the_wrong_kind_are_refused_by_name(
     objects: Callable[[], Objects], named: str
 ) -> None:
-    model, opt, scheduler = objects()
     with pytest.raises(ConfigError, match=named):
-        dt.fit(
-            model,
-            opt,
-            tiny_regression(32),
-            mse_loss,
-            scheduler=scheduler,
-            global_batch_size=8,
-            max_steps=2,
-            environ={},
-            metrics_file=False,
-        )
+        _fit_two_steps(*objects())
 
 
 def test_a_loss_fn_that_is_no_function_is_refused_by_name() -> None:
@@ -90,17 +94,7 @@ def test_an_optimizer_over_part_of_the_model_and_its_scheduler_train() -> None:
     model = tiny_model()
     opt = torch.optim.SGD(model[2].parameters(), lr=0.1)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
-    ctx = dt.fit(
-        model,
-        opt,
-        tiny_regression(32),
-        mse_loss,
-        scheduler=sched,
-        global_batch_size=8,
-        max_steps=2,
-        environ={},
-        metrics_file=False,
-    )
+    ctx = _fit_two_steps(model, opt, sched)
     assert ctx.step_num == 2
     assert opt.param_groups[0]["lr"] == pytest.approx(0.025)
 
